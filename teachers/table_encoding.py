@@ -1,17 +1,8 @@
 """A table's columns turned into features with statistics of the PUBLIC rows only (no privacy
-cost): the column roles (:class:`TableColumns`) and the encoder (:class:`TableEncoder`).
-
-The built-in encoder: numeric columns get median imputation, a missing indicator for each column
-with gaps in the public rows, then each is mapped through its public quantiles (at most
-:data:`QUANTILES`) to standard-normal scores: any scale, skew or heavy tail becomes the same
-bounded bell, and a wild value of a private row gets the end score (+-5.2), so it cannot dominate
-a model; categorical columns get most-frequent imputation and one-hot
-codes of the categories seen in the public rows (a category not seen there: all zeros). Its fitted
-state is plain numbers and category names, derived from public rows only: publishable, and stored
-as JSON beside the released student (:meth:`TableEncoder.to_json`). A user's own scikit-learn
-transformer is cloned and fitted on the public rows only; one already fitted is refused unless
-wrapped in :class:`FittedOnPublic` (the user's declaration that it saw public data only). Why these
-choices, measured: docs/own_data.md, "Preprocessing".
+cost): the column roles (:class:`TableColumns`) and the encoder (:class:`TableEncoder`: the
+built-in one, stored as JSON, or the user's scikit-learn transformer fitted on the public rows;
+one already fitted only wrapped in :class:`FittedOnPublic`). What the built-in encoder does, and
+why, measured: docs/own_data.md, "Preprocessing".
 """
 
 from __future__ import annotations
@@ -25,8 +16,9 @@ import pandas as pd
 from scipy import special
 
 from pate.analysis.errors import InputError, InputTypeError
+from pate.analysis.validation import describe
 
-__all__ = ["QUANTILES", "TableColumns", "FittedOnPublic", "TableEncoder"]
+__all__ = ["QUANTILES", "TableColumns", "FittedOnPublic", "TableEncoder", "check_transformer"]
 
 QUANTILES = 1000
 _BOUND = 1e-7  # the scores of the public extremes: +-5.2 (scikit-learn's bound)
@@ -78,6 +70,13 @@ def _normal_scores(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
     return special.ndtri(share)
 
 
+def _nothing_to_fit(name: str) -> InputError:
+    return InputError(
+        f"column {name!r} has no value in the public rows: the encoder fits on public "
+        f"rows only and has nothing to fit; drop it (drop=[{name!r}])"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class _Numeric:
     name: str
@@ -89,10 +88,7 @@ class _Numeric:
     def fit(cls, name: str, values: np.ndarray) -> _Numeric:
         seen = values[~np.isnan(values)]
         if seen.size == 0:
-            raise InputError(
-                f"column {name!r} has no value in the public rows: the encoder fits on public "
-                f"rows only and has nothing to fit; drop it (drop=[{name!r}])"
-            )
+            raise _nothing_to_fit(name)
         count = min(QUANTILES, seen.size)
         return cls(
             name=name,
@@ -121,10 +117,7 @@ class _Categorical:
     def fit(cls, name: str, values: pd.Series) -> _Categorical:
         seen = values.dropna().astype(str)
         if seen.empty:
-            raise InputError(
-                f"column {name!r} has no value in the public rows: the encoder fits on public "
-                f"rows only and has nothing to fit; drop it (drop=[{name!r}])"
-            )
+            raise _nothing_to_fit(name)
         counts = seen.value_counts()
         fill = str(min(counts.index[counts == counts.max()]))  # ties: the first by name
         return cls(name=name, fill=fill, categories=tuple(sorted(counts.index)))
@@ -348,14 +341,22 @@ class TableEncoder:
         return cls(columns, public_rows=rows, numeric=numeric, categorical=categorical)
 
 
+def check_transformer(transformer: Any) -> None:
+    """Refuse a ``preprocess`` that is not a scikit-learn transformer (with ``fit`` and
+    ``transform``) or one wrapped in :class:`FittedOnPublic`."""
+    if not isinstance(transformer, FittedOnPublic) and not (
+        hasattr(transformer, "fit") and hasattr(transformer, "transform")
+    ):
+        raise InputTypeError(
+            f'preprocess must be "auto", "none" or a scikit-learn transformer (with fit and '
+            f"transform), got {describe(transformer)}"
+        )
+
+
 def _fitted_clone(transformer: Any, features: pd.DataFrame) -> Any:
     """``transformer`` cloned and fitted on the public ``features``; refused when already fitted
     (it may have seen private rows) or when it is not a scikit-learn transformer."""
-    if not (hasattr(transformer, "fit") and hasattr(transformer, "transform")):
-        raise InputTypeError(
-            f'preprocess must be "auto", "none" or a scikit-learn transformer (with fit and '
-            f"transform), got {type(transformer).__name__}"
-        )
+    check_transformer(transformer)
     if _is_fitted(transformer):
         raise InputError(
             f"the preprocess transformer {type(transformer).__name__} is already fitted: it "
