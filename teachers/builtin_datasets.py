@@ -173,10 +173,11 @@ def _training_images(images: np.ndarray, cache, files: list[pathlib.Path], name:
     if cache is None:
         return unit_float32(images)
     from pate.teachers import cached_data
+    from pate.teachers.feature_cache import file_digest
 
     h = hashlib.sha256(b"pate-learn built-in dataset files v1\0")
     for f in files:
-        h.update(bytes.fromhex(cached_data.file_digest(f)))
+        h.update(bytes.fromhex(file_digest(f)))
     settings = {"dataset": name, "split": "train", "scale": "uint8/255"}
     return cached_data.converted_rows(
         cache, images, unit_float32, digest=h.hexdigest(), settings=settings
