@@ -1,7 +1,5 @@
 """Dataset loaders for PATE, working offline, and the PATE protocol split: :func:`load_pate_data`
-gives a :class:`PateData` (the sources, the split, the declared label set and the held-out
-evaluation split: docs/teachers.md, "Data"). A pool is never split into "public" rows on
-pate-learn's own (issue #48). A missing dataset raises
+gives a :class:`PateData` (docs/teachers.md, "Data"). A missing dataset raises
 :class:`pate.teachers.errors.DatasetNotFoundError`; bad input an ``InputError`` naming the
 split, row and value (:mod:`pate.teachers.data_checks`), before any file is read where it can.
 """
@@ -352,13 +350,14 @@ def _own_data(
 def _in_memory(public: ArraySplit, evaluation: ArraySplit) -> tuple[ArraySplit, ArraySplit]:
     """The public and evaluation splits in memory where they are mapped from the cache: only
     the private split stays mapped (read a block at a time); the student trains on the public
-    pool."""
+    pool. A copied block's pages are dropped from the resident set (else it would count twice)."""
     if public.x.flags.writeable:
         return public, evaluation
-    return (
-        ArraySplit(_read_whole(public.x), public.y),
-        ArraySplit(_read_whole(evaluation.x), evaluation.y),
-    )
+    copies = []
+    for split in (public, evaluation):
+        copies.append(ArraySplit(np.array(split.x), split.y))
+        release_read(split.x)
+    return copies[0], copies[1]
 
 
 def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> PateData:
@@ -421,14 +420,6 @@ def table_data(private, spec: TableSpec, *, name: str, classes=None, split_key=N
         unit_ids = None if unit_ids is None else unit_ids[~held]
     data = _checked_data(name, *splits, tables.class_names)
     return replace(data, encoder=tables.encoder, columns=tables.columns, unit_ids=unit_ids)
-
-
-def _read_whole(mapped: np.ndarray) -> np.ndarray:
-    """An in-memory copy of a memory-mapped block, whose pages are dropped from the resident set
-    once copied (otherwise the block would count twice)."""
-    copy = np.array(mapped)
-    release_read(mapped)
-    return copy
 
 
 def _checked_data(

@@ -53,7 +53,6 @@ class MarkedPool:
     x: np.ndarray
     y: np.ndarray
     split: np.ndarray
-    num_classes: int
 
 
 def unmarked_pool(source: str, how: str) -> InputError:
@@ -74,8 +73,9 @@ MARKS = (
 )
 
 
-def _split_codes(values, what: str, where) -> np.ndarray:
-    """The codes 0, 1, 2 of the split marks ``values`` (text; case and spaces ignored)."""
+def _split_codes(values, what: str, where=lambda shape, index: f"row {index[0]}") -> np.ndarray:
+    """The codes 0, 1, 2 of the split marks ``values`` (text; case and spaces ignored);
+    ``where(shape, index)`` words a row's place (default: ``row R`` of a file's array)."""
     lookup = {name: code for code, name in enumerate(SPLIT_VALUES)}
     codes = np.empty(len(values), dtype=np.int8)
     for row, value in enumerate(values):
@@ -170,7 +170,7 @@ def _npz_pool(npz, path: pathlib.Path, cache, source: str, names, split_column: 
             f"npz file {path}: y and {split_column} must be 1-D with one value per row of x, "
             f"got shapes {y.shape} and {marks.shape}"
         )
-    split = _split_codes(marks.tolist(), what.format(split_column), _file_row)
+    split = _split_codes(marks.tolist(), what.format(split_column))
     check_labels(y, what.format("y"), unknown_ok=True)
     unlabelled = np.flatnonzero((y < 0) & (split != PUBLIC))
     if unlabelled.size:
@@ -192,12 +192,7 @@ def _npz_pool(npz, path: pathlib.Path, cache, source: str, names, split_column: 
         if len(x) != len(y):
             raise InputError(f"{source}: x has {len(x)} rows but y has {len(y)}")
         x = x[order]
-    return MarkedPool(x, np.asarray(y, dtype=np.int64)[order], split[order], num_classes)
-
-
-def _file_row(shape, index) -> str:
-    """``row R`` of a file's array (as :func:`pate.teachers.data_checks.check_labels` words it)."""
-    return f"row {index[0]}"
+    return MarkedPool(x, np.asarray(y, dtype=np.int64)[order], split[order])
 
 
 def _private_images(npz, path: pathlib.Path, cache, what: str):
@@ -225,15 +220,11 @@ def _csv_layout(path: pathlib.Path, split_column: str):
     first = next(_csv_rows(path), None)
     if first is None:
         raise InputError(f"csv file {path} is empty")
-
-    def numeric(row):
-        try:
-            [float(c) for c in row]
-            return True
-        except ValueError:
-            return False
-
-    header = None if numeric(first) else [c.strip() for c in first]
+    header = None  # a first row of numbers: no header
+    try:
+        [float(c) for c in first]
+    except ValueError:
+        header = [c.strip() for c in first]
     label_col, split_col = len(first) - 1, None
     if header is not None:
         lowered = [h.lower() for h in header]
@@ -308,7 +299,7 @@ def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLU
     split = _split_codes(marks, f"csv file {path}, column {split_column!r}", where)
     y, names = _csv_labels(labels, split, classes, f"csv file {path}, label column", where)
     order = np.argsort(split, kind="stable")  # private rows, then public, then evaluation
-    return MarkedPool(feats.astype(np.float32)[order], y[order], split[order], len(names)), names
+    return MarkedPool(feats.astype(np.float32)[order], y[order], split[order]), names
 
 
 def _csv_labels(labels: list[str], split: np.ndarray, classes, what: str, where):
