@@ -51,7 +51,6 @@ __all__ = [
     "PateData",
     "load_pate_data",
     "table_data",
-    "held_out",
     "check_class_names",
     "HELD_OUT_BUCKETS",
 ]
@@ -61,7 +60,7 @@ _NPZ_SPLIT_KEYS = ("x_private", "y_private", "x_public", "y_public", "x_evaluati
 _PROTOCOL_PUBLIC, _PROTOCOL_EVAL = 9000, 1000
 _DIGITS_PUBLIC, _DIGITS_EVAL = 597, 200
 #: A pool without rows marked ``evaluation`` holds out one bucket of this many of its private
-#: records for evaluation (a tenth), by a keyed hash of each record (:func:`held_out`).
+#: records for evaluation (a tenth), by a keyed hash of each record (:func:`_hold_out`).
 HELD_OUT_BUCKETS = 10
 
 
@@ -154,24 +153,6 @@ def _digits_split(x, y, public_size, eval_size):
     perm = np.random.default_rng(0).permutation(n)
     parts = (perm[:k], perm[k : n - eval_size], perm[n - eval_size :])
     return tuple(ArraySplit(x[p], y[p]) for p in parts)
-
-
-def held_out(x: np.ndarray, y: np.ndarray, key: bytes, *, units=None) -> np.ndarray:
-    """Which records of ``(x, y)`` are held out for evaluation: those whose keyed hash (of the
-    record's content key, :func:`pate.ledger.record_keys`; of its privacy unit's id where
-    ``units`` gives one per record, so that a person's rows go together) falls in bucket 0 of
-    :data:`HELD_OUT_BUCKETS`. A record's place depends on the record and ``key`` alone, so that
-    adding or removing a record moves no other (as the partition: :mod:`pate.core.partition`)."""
-    from pate.core.partition import teacher_of
-    from pate.ledger import record_keys
-
-    if units is not None:
-        items = [str(unit).encode() for unit in units]
-    else:
-        keys = record_keys(x, y)
-        raw, width = np.ascontiguousarray(keys).tobytes(), keys.dtype.itemsize
-        items = [raw[i : i + width] for i in range(0, len(raw), width)]
-    return teacher_of(items, num_teachers=HELD_OUT_BUCKETS, key=key) == 0
 
 
 def load_pate_data(
@@ -363,7 +344,7 @@ def _in_memory(public: ArraySplit, evaluation: ArraySplit) -> tuple[ArraySplit, 
 def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> PateData:
     """The splits of a pool whose rows the user marked (rows in split order: private, public,
     evaluation); with no row marked ``evaluation``, a keyed-hash tenth of the private rows is
-    held out for it (:func:`held_out`; the evaluation records are then private records)."""
+    held out for it (:func:`_hold_out`; the evaluation records are then private records)."""
     counts = np.bincount(pool.split, minlength=len(SPLIT_VALUES))
     ends = np.cumsum(counts)
     private = ArraySplit(pool.x[: ends[0]], pool.y[: ends[0]])
@@ -385,15 +366,27 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
 
 
 def _hold_out(name: str, private: ArraySplit, key, fix: str, *, units=None):
-    """``(private, evaluation, held)``: a keyed-hash tenth of the private rows (of the units,
-    where ``units`` names one per row) held out for evaluation (:func:`held_out`); ``key``: the
-    key, a function returning it, or None (a fresh one); ``fix``: what to do when the tenth
-    leaves no private or no evaluation record."""
+    """``(private, evaluation, held)``: the private records whose keyed hash (of the record's
+    content key, :func:`pate.ledger.record_keys`; of its privacy unit's id where ``units`` gives
+    one per record, so that a person's rows go together) falls in bucket 0 of
+    :data:`HELD_OUT_BUCKETS` are held out for evaluation. A record's place depends on the record
+    and ``key`` alone, so that adding or removing a record moves no other (as the partition:
+    :mod:`pate.core.partition`). ``key``: the key, a function returning it, or None (a fresh
+    one); ``fix``: what to do when the tenth leaves no private or no evaluation record."""
+    from pate.core.partition import teacher_of
+    from pate.ledger import record_keys
+
     key = key() if callable(key) else key
     if key is None:
         key = os.urandom(32)
         logger.info("%s: the held-out evaluation split is keyed with a fresh key", name)
-    held = held_out(private.x, private.y, key, units=units)
+    if units is not None:
+        items = [str(unit).encode() for unit in units]
+    else:
+        keys = record_keys(private.x, private.y)
+        raw, width = np.ascontiguousarray(keys).tobytes(), keys.dtype.itemsize
+        items = [raw[i : i + width] for i in range(0, len(raw), width)]
+    held = teacher_of(items, num_teachers=HELD_OUT_BUCKETS, key=key) == 0
     if held.all() or not held.any():
         raise InputError(
             f"{name}: holding out a tenth of the private rows for evaluation left "
@@ -407,7 +400,7 @@ def table_data(private, spec: TableSpec, *, name: str, classes=None, split_key=N
     """The :class:`PateData` of tables with named columns (:func:`pate.teachers.tables.
     load_tables`): the private table ``private`` and ``spec``'s public and evaluation tables,
     encoded by the public-fitted encoder; without an evaluation table, a keyed-hash tenth of
-    the private units is held out for it (as a pool's: :func:`held_out`)."""
+    the private units is held out for it (as a pool's: :func:`_hold_out`)."""
     from pate.teachers.tables import load_tables
 
     tables = load_tables(private, spec, classes)

@@ -114,10 +114,14 @@ def _image_header(path: str, *, digest: bool = False):
         with Image.open(source) as im:
             header = im.mode, (int(im.height), int(im.width))
     except (UnidentifiedImageError, OSError) as exc:
-        raise InputError(
-            f"image folder: {path} cannot be read as an image ({exc}); remove or replace it"
-        ) from None
+        raise _unreadable(path, exc) from None
     return (*header, hashlib.sha256(data).digest() if digest else None)
+
+
+def _unreadable(path: str, exc: Exception) -> InputError:
+    return InputError(
+        f"image folder: {path} cannot be read as an image ({exc}); remove or replace it"
+    )
 
 
 def _decode(folder, order: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -126,20 +130,15 @@ def _decode(folder, order: np.ndarray, out: np.ndarray) -> np.ndarray:
         try:
             out[row] = folder[i][0]
         except (OSError, ValueError) as exc:
-            raise InputError(
-                f"image folder: {folder.samples[i][0]} cannot be read as an image ({exc}); "
-                "remove or replace it"
-            ) from None
+            raise _unreadable(folder.samples[i][0], exc) from None
     return out
 
 
-class _ToArray:
+def _to_array(image) -> np.ndarray:
     """PIL image -> float32 ``(C, H, W)`` array in ``[0, 1]`` (``uint8 / 255``)."""
-
-    def __call__(self, image) -> np.ndarray:
-        arr = np.asarray(image, dtype=np.uint8)
-        arr = arr[None] if arr.ndim == 2 else np.transpose(arr, (2, 0, 1))
-        return arr.astype(np.float32) / 255.0
+    arr = np.asarray(image, dtype=np.uint8)
+    arr = arr[None] if arr.ndim == 2 else np.transpose(arr, (2, 0, 1))
+    return arr.astype(np.float32) / 255.0
 
 
 def load_imagefolder(
@@ -175,7 +174,7 @@ def load_imagefolder(
     mode = "L" if all(m in _GREY_MODES for h in scanned for m, _, _ in h) else "RGB"
     size = image_size if image_size is not None else scanned[0][0][1]
     transform = transforms.Compose(
-        [transforms.Lambda(lambda im: im.convert(mode)), transforms.Resize(size), _ToArray()]
+        [transforms.Lambda(lambda im: im.convert(mode)), transforms.Resize(size), _to_array]
     )
     arrays = []
     for folder, files in zip(folders, scanned):
