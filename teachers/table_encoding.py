@@ -155,17 +155,6 @@ def _check_columns(frame: Any, columns: TableColumns, what: str) -> None:
         )
 
 
-def _is_fitted(transformer: Any) -> bool:
-    from sklearn.exceptions import NotFittedError
-    from sklearn.utils.validation import check_is_fitted
-
-    try:
-        check_is_fitted(transformer)
-    except (NotFittedError, TypeError):  # TypeError: not a scikit-learn estimator
-        return False
-    return True
-
-
 class TableEncoder:
     """Raw table rows to float32 features, fitted on the public rows only (:meth:`fit_public`)."""
 
@@ -256,29 +245,16 @@ class TableEncoder:
     def describe(self) -> list[str]:
         """Plain lines for the plan and the report: what was fitted, on what."""
         rows = f"{self.public_rows} public row{'s' if self.public_rows != 1 else ''}"
-        lines = []
-        if self.transformer is not None:
-            name = type(self.transformer).__name__
-            if self._declared:
-                lines.append(
-                    f"preprocessing: the user's {name}, fitted by the user on data declared "
-                    f"public (not refitted here)"
-                )
-            else:
-                lines.append(f"preprocessing: the user's {name}, fitted on the {rows} only")
+        name = type(self.transformer).__name__
+        if self.transformer is None:
+            lines = [f"preprocessing: built-in encoder fitted on the {rows} only"]
+        elif self._declared:
+            lines = [
+                f"preprocessing: the user's {name}, fitted by the user on data declared "
+                f"public (not refitted here)"
+            ]
         else:
-            lines.append(f"preprocessing: built-in encoder fitted on the {rows} only")
-            lines.extend(self._describe_builtin())
-        lines.append(
-            f"{len(self.feature_names)} features from {len(self.columns.features)} columns; "
-            f"label {self.columns.label!r}"
-            + (f"; id {self.columns.id!r} (never a feature)" if self.columns.id else "")
-            + (f"; dropped {list(self.columns.dropped)}" if self.columns.dropped else "")
-        )
-        return lines
-
-    def _describe_builtin(self) -> list[str]:
-        lines = []
+            lines = [f"preprocessing: the user's {name}, fitted on the {rows} only"]
         if self._numeric:
             gaps = [column.name for column in self._numeric if column.indicator]
             lines.append(
@@ -294,6 +270,12 @@ class TableEncoder:
                 f"frequent public category; one-hot of the categories seen in the public rows "
                 f"({counts}); a category not seen there is all zeros"
             )
+        lines.append(
+            f"{len(self.feature_names)} features from {len(self.columns.features)} columns; "
+            f"label {self.columns.label!r}"
+            + (f"; id {self.columns.id!r} (never a feature)" if self.columns.id else "")
+            + (f"; dropped {list(self.columns.dropped)}" if self.columns.dropped else "")
+        )
         return lines
 
     def to_json(self) -> dict:
@@ -356,8 +338,16 @@ def check_transformer(transformer: Any) -> None:
 def _fitted_clone(transformer: Any, features: pd.DataFrame) -> Any:
     """``transformer`` cloned and fitted on the public ``features``; refused when already fitted
     (it may have seen private rows) or when it is not a scikit-learn transformer."""
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
     check_transformer(transformer)
-    if _is_fitted(transformer):
+    try:
+        check_is_fitted(transformer)
+    except (NotFittedError, TypeError):  # not fitted (TypeError: not a scikit-learn estimator)
+        pass
+    else:
         raise InputError(
             f"the preprocess transformer {type(transformer).__name__} is already fitted: it "
             f"may have seen private rows, which would cost privacy that is never charged. Pass "
@@ -365,6 +355,4 @@ def _fitted_clone(transformer: Any, features: pd.DataFrame) -> Any:
             f"public data only, declare it: preprocess=FittedOnPublic(transformer) (from "
             f"pate.teachers.table_encoding)"
         )
-    from sklearn.base import clone
-
     return clone(transformer).fit(features)
