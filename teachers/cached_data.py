@@ -139,13 +139,11 @@ def npz_rows(
     *,
     order: np.ndarray | None = None,
     what: str,
-    digest: str | None = None,
 ) -> np.ndarray | None:
     """The member ``name`` of the archive ``path`` as float32 rows (in ``order``: row ``j`` is
     the member's row ``order[j]``; None: the file's order) through a cache entry, as a read-only
     memory map; None where the member is no array of rows of numbers (the caller reads it the
-    usual way and refuses what it must). ``what`` names the member in messages; ``digest`` the
-    file's :func:`file_digest` when already known."""
+    usual way and refuses what it must). ``what`` names the member in messages."""
     header = _MemberStream(path, name)  # the member's layout
     header.close()
     shape, fortran, dtype = tuple(header.shape), header.fortran, header.dtype
@@ -153,7 +151,7 @@ def npz_rows(
         return None
     if order is not None and len(order) != shape[0]:
         return None  # x and y disagree: the usual reader says so
-    digest = digest or file_digest(path)
+    digest = file_digest(path)
     mapped = npz_member_map(path, name)
     if order is None or mapped is None:
         member = _stream_entry(cache, path, name, shape, dtype, digest, what)

@@ -95,20 +95,12 @@ def _split_codes(values, what: str, where=lambda shape, index: f"row {index[0]}"
     return codes
 
 
-def load_npz(
-    path: pathlib.Path,
-    *,
-    cache=None,
-    source: str | None = None,
-    classes=None,
-    split_column: str = SPLIT_COLUMN,
-):
+def load_npz(path: pathlib.Path, *, cache, source: str, classes, split_column: str):
     """``(kind, arrays, class_names)`` of an ``.npz`` (docs/own_data.md). Uncompressed float32
     private images are memory-mapped; otherwise, with a ``cache``, written into it as float32
     (a pool's ``x`` in split order, its labels and marks checked first) and mapped from there;
     without one read into memory. ``source`` names the data in messages; ``classes``: the
     declared class names (else the file's ``class_names``, else the public labels)."""
-    source = source or f"npz:{path}"
     if not path.is_file():
         raise DatasetNotFoundError(
             f"npz file {path} does not exist; give npz:PATH of an existing "
@@ -247,7 +239,7 @@ def _csv_layout(path: pathlib.Path, split_column: str):
     return header, label_col, split_col, width, rows
 
 
-def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLUMN):
+def load_csv(path: pathlib.Path, *, classes, split_column: str):
     """``(MarkedPool, class_names)`` of a csv file (docs/own_data.md), in two passes a row at a
     time: the header, label and split columns and the row count, then the features into one
     preallocated array. The label set is ``classes`` (declared), else the labels of the rows

@@ -23,7 +23,6 @@ from pate.teachers.table_encoding import TableColumns, TableEncoder, check_trans
 __all__ = ["TableSpec", "EncodedTables", "Table", "is_table", "table_name", "read_table"]
 __all__ += ["load_tables", "column_lines", "PREPROCESS"]
 
-SPLITS = ("private", "public", "evaluation")
 _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 #: ``preprocess=`` by name: the public-fitted encoder, or the columns as they are
 PREPROCESS = ("auto", "none")
