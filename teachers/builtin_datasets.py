@@ -1,8 +1,7 @@
 """The built-in datasets, read offline: Fashion-MNIST, MNIST, KMNIST (IDX files), CIFAR-10 (its
 python batches), SVHN (its ``.mat`` files), each as ``(x_train, y_train, x_test, y_test)``, images
-float32 in ``[0, 1]`` (:func:`pate.teachers.data.load_pate_data` describes the layouts and splits
-them). A missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying how to
-obtain it (``download=True`` lets torchvision fetch it into ``root``).
+float32 in ``[0, 1]``; a missing one raises :class:`pate.teachers.errors.DatasetNotFoundError`
+saying how to obtain it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The user's data files through the feature cache (issue #33): what cannot be memory-mapped as
-stored is written once, a chunk at a time, into a
-:class:`pate.teachers.feature_cache.FeatureCache` entry as float32 rows and mapped from there
-(docs/feature_cache.md, "pate.teachers.cached_data").
+"""The user's data files through the feature cache: what cannot be memory-mapped as stored is
+written once, a chunk at a time, into a :class:`pate.teachers.feature_cache.FeatureCache` entry
+as float32 rows and mapped from there (docs/feature_cache.md, "pate.teachers.cached_data").
 """
 
 from __future__ import annotations

@@ -171,16 +171,11 @@ def load_pate_data(
     table: TableSpec | None = None,
 ) -> PateData:
     """Load dataset ``name`` and split it into private / public / evaluation (the sources, the
-    split and every argument: docs/teachers.md, "Data").
-
-    ``classes``: the declared class names; ``split_column``: the column / npz array marking a
-    pool's rows; ``evaluation_public``: a pool's rows marked ``evaluation`` are public;
-    ``split_key``: the key (or a function returning it) of a held-out evaluation split (None: a
-    fresh key); ``table``: ``name`` is a table with named columns (docs/own_data.md);
-    ``image_size`` (``imagefolder:`` only): resize to ``(height, width)``; ``cache`` (a
+    split and every argument: docs/teachers.md, "Data"; ``table``: ``name`` is a table with
+    named columns, docs/own_data.md). ``split_key``: the key (or a function returning it) of a
+    held-out evaluation split (None: a fresh key); ``cache`` (a
     :class:`pate.teachers.feature_cache.FeatureCache`): large arrays written once and
-    memory-mapped (:mod:`pate.teachers.cached_data`).
-    """
+    memory-mapped (:mod:`pate.teachers.cached_data`)."""
     if not isinstance(name, str):
         raise InputTypeError(f"name must be a dataset name string, got {describe(name)}")
     if table is not None:  # name: the private table

@@ -1,7 +1,5 @@
 """An on-disk cache of front-end features: computed once per input data and front-end settings,
-memory-mapped by every later run and config that asks for the same features.
-
-More: docs/feature_cache.md, "pate.teachers.feature_cache".
+memory-mapped by every later run and config that asks for the same features (docs/feature_cache.md).
 """
 
 from __future__ import annotations
@@ -72,9 +70,8 @@ def resolve_root(setting, *, runs_root) -> pathlib.Path | None:
 
 def input_digest(x) -> str:
     """sha256 hex of the inputs ``x`` (N, ...) in order, as little-endian float32 with their
-    shape: the features are a function of exactly these bytes. (The ledger's
-    ``dataset_identity`` hashes the same float32 record bytes, but as an unordered multiset with
-    the labels: the identity of a set of people; feature rows are positional and label-free.)"""
+    shape: the features are a function of exactly these bytes (positional and label-free,
+    unlike the ledger's ``dataset_identity``)."""
     n = len(x)
     h = hashlib.sha256(b"pate-learn feature-cache input v1\0")
     h.update(json.dumps([n, *(int(s) for s in np.shape(x)[1:])]).encode())
@@ -350,8 +347,6 @@ class FeatureCache:
         """The features ``key`` of inputs ``x``: the entry when it is there and intact (a hit),
         else ``compute`` (a function of a block of rows of ``x``) applied a chunk at a time and
         written to the cache (a miss). A bad entry is logged, discarded and rebuilt."""
-        if not isinstance(key, EntryKey):
-            raise InputTypeError(f"key must be an EntryKey, got {type(key).__name__}")
         t0 = time.perf_counter()
         folder = self._ensure_root() / key.name
         hit = False

@@ -1,8 +1,5 @@
-"""The user's own image folder, ``imagefolder:PATH``: ``("train-test", arrays, class_names)`` of
-``PATH/train`` (private) and ``PATH/test`` (public and evaluation) read with torchvision's
-``ImageFolder``, one colour mode, one size (the format: docs/teachers.md; a single folder is
-refused: :func:`pate.teachers.own_data.unmarked_pool`). Messages go to the ``logging`` logger
-``"pate.teachers.data"``.
+"""The user's own image folder, ``imagefolder:PATH``, read with torchvision's ``ImageFolder``
+(:func:`load_imagefolder`; the format: docs/teachers.md, "Data").
 """
 
 from __future__ import annotations
@@ -148,9 +145,7 @@ def load_imagefolder(
     ``PATH/test/<class>/<image>`` (public and evaluation). The classes are ``classes``
     (declared), else the class folders of ``test/``; a training class outside them, or a single
     folder (:func:`unmarked_pool`), is refused. Each image is decoded straight into its row of
-    one array per folder (with a ``cache``: into an entry of it, returned memory-mapped).
-    Colour mode and resizing: docs/teachers.md, "Data"; the cache entry: docs/feature_cache.md.
-    """
+    one array per folder (with a ``cache``: into an entry of it, returned memory-mapped)."""
     if not path.is_dir():
         raise DatasetNotFoundError(
             f"image folder {path} does not exist; give imagefolder:PATH of a directory "
