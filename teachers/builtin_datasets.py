@@ -17,16 +17,6 @@ import numpy as np
 from pate.analysis.errors import InputError
 from pate.teachers.errors import DatasetNotFoundError
 
-__all__ = [
-    "DATASET_NAMES",
-    "CLASS_NAMES",
-    "DEFAULT_FASHION_MNIST_DIR",
-    "read_idx",
-    "load_idx_dataset",
-    "load_cifar10",
-    "load_svhn",
-]
-
 DEFAULT_FASHION_MNIST_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
 #: Names accepted by :func:`pate.teachers.data.load_pate_data` (plus the ``npz:``/``csv:``/
 #: ``imagefolder:`` prefixes).

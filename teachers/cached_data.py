@@ -23,16 +23,6 @@ from pate.teachers.feature_cache import (
     pread_rows,
 )
 
-__all__ = [
-    "CONVERTED",
-    "DECODED_IMAGES",
-    "NPZ_MEMBER",
-    "NPZ_POOL",
-    "converted_rows",
-    "decoded_images",
-    "npz_rows",
-]
-
 DECODED_IMAGES = "decoded-images"
 NPZ_MEMBER = "npz-member"
 NPZ_POOL = "npz-pool-order"

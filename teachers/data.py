@@ -46,14 +46,6 @@ if TYPE_CHECKING:  # pandas is imported where a table is read, not with this mod
 
 logger = logging.getLogger("pate.teachers.data")
 
-__all__ = [
-    "ArraySplit",
-    "PateData",
-    "load_pate_data",
-    "table_data",
-    "check_class_names",
-    "HELD_OUT_BUCKETS",
-]
 
 _PREFIXES = ("npz:", "csv:", "imagefolder:")
 _NPZ_SPLIT_KEYS = ("x_private", "y_private", "x_public", "y_public", "x_evaluation", "y_evaluation")

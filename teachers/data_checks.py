@@ -9,19 +9,6 @@ import numpy as np
 from pate.analysis.errors import InputError
 from pate.analysis.mapped import release_read
 
-__all__ = [
-    "check_features",
-    "check_labels",
-    "check_classes",
-    "check_in_label_set",
-    "label_set",
-    "class_indices",
-    "declared_or_public_classes",
-    "DECLARE_CLASSES",
-    "NOTHING_DONE",
-]
-
-
 #: The largest label accepted before the class count is judged against the records (a class
 #: index is below the number of private records, :func:`check_classes`).
 _MAX_LABEL = 2**31 - 1

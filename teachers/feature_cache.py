@@ -26,22 +26,6 @@ from pate.analysis.validation import check_int
 from pate.core.errors import RunDirError
 from pate.core.io import atomic_write_json, atomic_writer, naming_write_errors
 
-__all__ = [
-    "CHUNK_ROWS",
-    "DIRNAME",
-    "ENV",
-    "FORMAT",
-    "CachedFeatures",
-    "EntryKey",
-    "FeatureCache",
-    "active",
-    "file_digest",
-    "input_digest",
-    "pread_rows",
-    "resolve_root",
-    "using",
-]
-
 FORMAT = 1
 ENV = "PATE_FEATURE_CACHE"
 DIRNAME = ".feature-cache"

@@ -19,8 +19,6 @@ from pate.teachers.data_checks import DECLARE_CLASSES, NOTHING_DONE
 from pate.teachers.errors import DatasetNotFoundError
 from pate.teachers.own_data import unmarked_pool
 
-__all__ = ["load_imagefolder", "check_image_size", "IMAGE_EXTENSIONS"]
-
 logger = logging.getLogger("pate.teachers.data")
 
 

@@ -26,15 +26,6 @@ from pate.teachers.data_checks import (
 )
 from pate.teachers.errors import DatasetNotFoundError
 
-__all__ = [
-    "load_npz",
-    "load_csv",
-    "unmarked_pool",
-    "MarkedPool",
-    "SPLIT_COLUMN",
-    "SPLIT_VALUES",
-]
-
 logger = logging.getLogger("pate.teachers.data")
 
 _LABEL_COLUMNS = ("label", "y", "target", "class")

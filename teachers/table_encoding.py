@@ -18,8 +18,6 @@ from scipy import special
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import describe
 
-__all__ = ["QUANTILES", "TableColumns", "FittedOnPublic", "TableEncoder", "check_transformer"]
-
 QUANTILES = 1000
 _BOUND = 1e-7  # the scores of the public extremes: +-5.2 (scikit-learn's bound)
 _FORMAT = "pate-table-encoder"

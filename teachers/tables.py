@@ -20,9 +20,6 @@ from pate.teachers.data_checks import NOTHING_DONE, class_indices, declared_or_p
 from pate.teachers.errors import DatasetNotFoundError
 from pate.teachers.table_encoding import TableColumns, TableEncoder, check_transformer
 
-__all__ = ["TableSpec", "EncodedTables", "Table", "is_table", "table_name", "read_table"]
-__all__ += ["load_tables", "column_lines", "PREPROCESS"]
-
 _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 #: ``preprocess=`` by name: the public-fitted encoder, or the columns as they are
 PREPROCESS = ("auto", "none")
