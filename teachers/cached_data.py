@@ -32,15 +32,14 @@ CONVERTED = "converted"
 def decoded_images(
     cache: FeatureCache,
     folder,
-    order: np.ndarray,
     digests: list[bytes],
     *,
     mode: str,
     size: tuple[int, int],
     decode: Callable[[object, np.ndarray, np.ndarray], np.ndarray],
 ) -> np.ndarray:
-    """The images ``order`` of an image ``folder`` decoded by ``decode(folder, rows, out)``: a
-    read-only memory map of the entry (``digests``: the files' sha256, in row order)."""
+    """The images of an image ``folder`` decoded by ``decode(folder, rows, out)``: a read-only
+    memory map of the entry (``digests``: the files' sha256, in row order)."""
     h = hashlib.sha256(b"pate-learn image folder files v1\0")
     for d in digests:
         h.update(d)
@@ -51,10 +50,10 @@ def decoded_images(
         settings={"mode": mode, "resize": "bilinear-antialias", "scale": "uint8/255"},
         input_shape=(),
         output_shape=shape,
-        rows=len(order),
+        rows=len(digests),
         digest=h.hexdigest(),
     )
-    rows = np.asarray(order, dtype=np.int64)
+    rows = np.arange(len(digests))
     entry = cache.features(
         key, rows, lambda block: decode(folder, block, np.empty((len(block), *shape), np.float32))
     )

@@ -173,20 +173,15 @@ def load_imagefolder(
     for folder, files in zip(folders, scanned):
         folder.transform = transform
         n = len(folder.samples)
-        order, ys = np.arange(n), np.asarray(folder.targets, dtype=np.int64)
         if cache is None:
-            xs = _decode(folder, order, np.empty((n, 1 if mode == "L" else 3, *size), np.float32))
+            out = np.empty((n, 1 if mode == "L" else 3, *size), np.float32)
+            xs = _decode(folder, np.arange(n), out)
         else:
+            digests = [digest for _, _, digest in files]
             xs = cached_data.decoded_images(
-                cache,
-                folder,
-                order,
-                [files[i][2] for i in order],
-                mode=mode,
-                size=size,
-                decode=_decode,
+                cache, folder, digests, mode=mode, size=size, decode=_decode
             )
-        arrays += [xs, ys]
+        arrays += [xs, np.asarray(folder.targets, dtype=np.int64)]
     logger.info(
         "imagefolder %s: %d images, %d classes, %s %dx%d",
         path,

@@ -154,10 +154,9 @@ def _named_columns(tables: dict[str, Table], spec: TableSpec) -> list[str]:
             f"{private.source}: name the label column: label= in pate.fit, [data] label in a "
             f"config (its columns: {list(private.frame.columns)}) ({NOTHING_DONE})"
         )
-    named = {"label": spec.label, "id": spec.id, "drop": None}
     for split, table in tables.items():
         columns = list(table.frame.columns)
-        for what, column in named.items():
+        for what, column in (("label", spec.label), ("id", spec.id)):
             needed = split != "public" if what == "label" else split == "private"
             if column is not None and needed and column not in columns:
                 raise _refuse(
