@@ -170,8 +170,8 @@ def load_pate_data(
     memory-mapped (:mod:`pate.teachers.cached_data`)."""
     if not isinstance(name, str):
         raise InputTypeError(f"name must be a dataset name string, got {describe(name)}")
+    classes = check_class_names(classes)
     if table is not None:  # name: the private table
-        classes = check_class_names(classes)
         return table_data(name, table, name=name, classes=classes, split_key=split_key)
     if name not in DATASET_NAMES and not name.startswith(_PREFIXES):
         raise InputError(
@@ -194,7 +194,6 @@ def load_pate_data(
             f"image_size={image_size} applies only to imagefolder:PATH datasets, not "
             f"{name!r}; leave it unset"
         )
-    classes = check_class_names(classes)
     if not isinstance(split_column, str) or not split_column.strip():
         raise InputTypeError(f"split_column must be a column name, got {describe(split_column)}")
     evaluation_public = check_bool(evaluation_public, "evaluation_public")

@@ -105,20 +105,11 @@ def load_npz(path: pathlib.Path, *, cache, source: str, classes, split_column: s
         if split_keys <= keys:
             xp = npz["x_public"]
             yp = npz["y_public"] if "y_public" in keys else np.full(len(xp), -1, dtype=np.int64)
-            return (
-                "splits",
-                (
-                    # memory-mapped where stored uncompressed: the private split is read a block
-                    # at a time by whatever scans it, never held whole (issue #33)
-                    _private_images(npz, path, cache, f"{source}: private split (x_private)"),
-                    npz["y_private"],
-                    xp,
-                    yp,
-                    npz["x_evaluation"],
-                    npz["y_evaluation"],
-                ),
-                names,
-            )
+            # memory-mapped where stored uncompressed: the private split is read a block at a
+            # time by whatever scans it, never held whole
+            xq = _private_images(npz, path, cache, f"{source}: private split (x_private)")
+            arrays = (xq, npz["y_private"], xp, yp, npz["x_evaluation"], npz["y_evaluation"])
+            return "splits", arrays, names
         if {"x", "y"} <= keys:
             if split_column not in keys:
                 raise unmarked_pool(source, f"Add an array {split_column!r} {MARKS}")
@@ -280,18 +271,14 @@ def load_csv(path: pathlib.Path, *, classes, split_column: str):
 
     check_features(feats, f"csv file {path}", where=where)
     split = _split_codes(marks, f"csv file {path}, column {split_column!r}", where)
-    y, names = _csv_labels(labels, split, classes, f"csv file {path}, label column", where)
-    order = np.argsort(split, kind="stable")  # private rows, then public, then evaluation
-    return MarkedPool(feats.astype(np.float32)[order], y[order], split[order]), names
-
-
-def _csv_labels(labels: list[str], split: np.ndarray, classes, what: str, where):
-    """``(class indices, class names)`` of a csv's label cells (the set: ``classes``, else the
-    public rows' labels; an empty cell of a public row is an unknown label, -1)."""
+    # the label set: ``classes``, else the public rows' labels; an empty public cell is -1
+    what = f"csv file {path}, label column"
     public = [t for t, s in zip(labels, split) if s == PUBLIC and t]
     names = declared_or_public_classes(classes, public, what)
 
     def at(row: int) -> str:
         return f"{what}: {where((len(labels),), (row,))} (marked {SPLIT_VALUES[split[row]]})"
 
-    return class_indices(labels, names, at, unlabelled_ok=split == PUBLIC), names
+    y = class_indices(labels, names, at, unlabelled_ok=split == PUBLIC)
+    order = np.argsort(split, kind="stable")  # private rows, then public, then evaluation
+    return MarkedPool(feats.astype(np.float32)[order], y[order], split[order]), names
