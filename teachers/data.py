@@ -130,23 +130,6 @@ def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
     )
 
 
-def _digits_split(x, y, public_size, eval_size):
-    """scikit-learn's digits (a public benchmark: its split is a public fact) permuted with seed
-    0: private first, then public, then evaluation."""
-    n = len(x)
-    eval_size = _DIGITS_EVAL if eval_size is None else eval_size
-    public_size = _DIGITS_PUBLIC if public_size is None else public_size
-    if public_size + eval_size >= n:
-        raise InputError(
-            f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
-            f"records out of {n} in digits; choose smaller sizes"
-        )
-    k = n - public_size - eval_size
-    perm = np.random.default_rng(0).permutation(n)
-    parts = (perm[:k], perm[k : n - eval_size], perm[n - eval_size :])
-    return tuple(ArraySplit(x[p], y[p]) for p in parts)
-
-
 def load_pate_data(
     name: str,
     *,
@@ -238,10 +221,11 @@ def _builtin_splits(
     download: bool,
     public_size: int | None,
     eval_size: int | None,
-    cache=None,
+    cache,
 ):
     """``(private, public, evaluation)`` of a built-in dataset (the training images through
-    ``cache`` when given)."""
+    ``cache`` when given); digits (a public benchmark: its split is a public fact) permuted with
+    seed 0: private first, then public, then evaluation."""
     if name != "digits":
         arrays = (
             load_cifar10(root, download, cache=cache)
@@ -254,8 +238,17 @@ def _builtin_splits(
     from sklearn.datasets import load_digits
 
     digits = load_digits()
-    x = (digits.images.astype(np.float32) / 16.0)[:, None]
-    return _digits_split(x, digits.target.astype(np.int64), public_size, eval_size)
+    x, y = (digits.images.astype(np.float32) / 16.0)[:, None], digits.target.astype(np.int64)
+    public_size = _DIGITS_PUBLIC if public_size is None else public_size
+    eval_size = _DIGITS_EVAL if eval_size is None else eval_size
+    k = len(x) - public_size - eval_size
+    if k <= 0:
+        raise InputError(
+            f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
+            f"records out of {len(x)} in digits; choose smaller sizes"
+        )
+    private, rest = np.split(np.random.default_rng(0).permutation(len(x)), [k])
+    return _protocol_split(x[private], y[private], x[rest], y[rest], public_size, eval_size, name)
 
 
 def _own_data(
