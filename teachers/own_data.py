@@ -6,7 +6,6 @@ docs/own_data.md, "pate.teachers.own_data".
 from __future__ import annotations
 
 import csv
-import logging
 import pathlib
 from dataclasses import dataclass
 
@@ -25,8 +24,6 @@ from pate.teachers.data_checks import (
     label_set,
 )
 from pate.teachers.errors import DatasetNotFoundError
-
-logger = logging.getLogger("pate.teachers.data")
 
 _LABEL_COLUMNS = ("label", "y", "target", "class")
 #: The default name of the CSV column / npz array marking each row's split (``[data]
