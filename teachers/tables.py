@@ -32,7 +32,8 @@ _ID_SHARE, _ID_MIN_DISTINCT = 0.5, 20
 class TableSpec:
     """What the user declares about a table: the public and evaluation sources (the private one
     is the dataset's name), the label and privacy-unit columns by name, the dropped columns and
-    the preprocessing (``"auto"``, ``"none"`` or an unfitted scikit-learn transformer)."""
+    the preprocessing (``"auto"``, ``"none"``, an unfitted scikit-learn transformer or one in
+    :class:`pate.teachers.table_encoding.FittedOnPublic`)."""
 
     public: Any
     evaluation: Any = None
