@@ -24,7 +24,7 @@ from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.mapped import release_read
 from pate.analysis.validation import check_int
 from pate.core.errors import RunDirError
-from pate.core.io import atomic_write_json, atomic_writer, naming_write_errors
+from pate.core.io import atomic_write_json, atomic_writer, fsync_dir, naming_write_errors
 
 FORMAT = 1
 ENV = "PATE_FEATURE_CACHE"
@@ -181,14 +181,6 @@ def file_digest(path: pathlib.Path) -> str:
     return h.hexdigest()
 
 
-def _fsync_dir(folder: pathlib.Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class FeatureCache:
     """The cache in folder ``root`` (docs/feature_cache.md); created (mode 0700) on first
     use. ``summary()``: ``{"root", "hits", "misses", "entries": [{"front_end", "rows", "hit",
@@ -320,7 +312,7 @@ class FeatureCache:
                     "feature cache: entry %s was written by another run meanwhile", key.name
                 )
                 return target, False
-            _fsync_dir(root)
+            fsync_dir(root)
             return target, True
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
