@@ -1,8 +1,7 @@
 """The built-in datasets, read offline: Fashion-MNIST, MNIST, KMNIST (IDX files), CIFAR-10 (its
 python batches), SVHN (its ``.mat`` files), each as ``(x_train, y_train, x_test, y_test)``, images
-float32 in ``[0, 1]`` (:func:`pate.teachers.data.load_pate_data` describes the layouts and splits
-them). A missing dataset raises :class:`pate.teachers.errors.DatasetNotFoundError` saying how to
-obtain it (``download=True`` lets torchvision fetch it into ``root``).
+float32 in ``[0, 1]``; a missing one raises :class:`pate.teachers.errors.DatasetNotFoundError`
+saying how to obtain it.
 """
 
 from __future__ import annotations
@@ -17,16 +16,6 @@ import numpy as np
 
 from pate.analysis.errors import InputError
 from pate.teachers.errors import DatasetNotFoundError
-
-__all__ = [
-    "DATASET_NAMES",
-    "CLASS_NAMES",
-    "DEFAULT_FASHION_MNIST_DIR",
-    "read_idx",
-    "load_idx_dataset",
-    "load_cifar10",
-    "load_svhn",
-]
 
 DEFAULT_FASHION_MNIST_DIR = pathlib.Path("/usr/share/datasets/fashion-mnist")
 #: Names accepted by :func:`pate.teachers.data.load_pate_data` (plus the ``npz:``/``csv:``/
@@ -107,20 +96,12 @@ def unit_float32(images: np.ndarray) -> np.ndarray:
     return out
 
 
-def _find_idx(directory: pathlib.Path, stem: str) -> pathlib.Path | None:
-    for candidate in (directory / f"{stem}.gz", directory / stem):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 _IDX_STEMS = (
     "train-images-idx3-ubyte",
     "train-labels-idx1-ubyte",
     "t10k-images-idx3-ubyte",
     "t10k-labels-idx1-ubyte",
 )
-_TV_FOLDER = {"fashion-mnist": "FashionMNIST", "mnist": "MNIST", "kmnist": "KMNIST"}
 _TV_CLASS = {
     "fashion-mnist": "FashionMNIST",
     "mnist": "MNIST",
@@ -144,6 +125,12 @@ def _how_to_get(name: str, root: pathlib.Path | None) -> str:
     )
 
 
+def _root(name: str, root: pathlib.Path | None) -> pathlib.Path:
+    if root is None:
+        raise DatasetNotFoundError(f"{name} has no default location; " + _how_to_get(name, None))
+    return root
+
+
 def _download(name: str, root: pathlib.Path) -> None:
     import torchvision  # only when the user asked for a download
 
@@ -155,6 +142,18 @@ def _download(name: str, root: pathlib.Path) -> None:
             cls(str(root), train=train, download=True)
 
 
+def _fetched(name: str, root: pathlib.Path, download: bool, files: list[pathlib.Path]) -> None:
+    """Let torchvision fetch dataset ``name`` into ``root`` where ``download`` and ``files`` are
+    missing; refuse them still missing."""
+    if download and not all(f.is_file() for f in files):
+        _download(name, root)
+    if not all(f.is_file() for f in files):
+        raise DatasetNotFoundError(
+            f"{name} files ({', '.join(f.name for f in files)}) not found in {files[0].parent}. "
+            + _how_to_get(name, root)
+        )
+
+
 def _training_images(images: np.ndarray, cache, files: list[pathlib.Path], name: str):
     """The training split's uint8 ``images`` as float32 in ``[0, 1]``: with a ``cache``
     (:class:`pate.teachers.feature_cache.FeatureCache`) a read-only memory map of an entry keyed
@@ -163,10 +162,11 @@ def _training_images(images: np.ndarray, cache, files: list[pathlib.Path], name:
     if cache is None:
         return unit_float32(images)
     from pate.teachers import cached_data
+    from pate.teachers.feature_cache import file_digest
 
     h = hashlib.sha256(b"pate-learn built-in dataset files v1\0")
     for f in files:
-        h.update(bytes.fromhex(cached_data.file_digest(f)))
+        h.update(bytes.fromhex(file_digest(f)))
     settings = {"dataset": name, "split": "train", "scale": "uint8/255"}
     return cached_data.converted_rows(
         cache, images, unit_float32, digest=h.hexdigest(), settings=settings
@@ -176,25 +176,20 @@ def _training_images(images: np.ndarray, cache, files: list[pathlib.Path], name:
 def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool, *, cache=None):
     """Fashion-MNIST / MNIST / KMNIST from IDX files (Debian's folder or a torchvision root);
     with a ``cache`` the training images are memory-mapped from it (:func:`_training_images`)."""
-    if root is None:
-        if name != "fashion-mnist":
-            raise DatasetNotFoundError(
-                f"{name} has no default location; " + _how_to_get(name, None)
-            )
+    if root is None and name == "fashion-mnist":
         candidates = [DEFAULT_FASHION_MNIST_DIR]
     else:
-        candidates = [root / _TV_FOLDER[name] / "raw", root]
-    for attempt in range(2):
+        candidates = [_root(name, root) / _TV_CLASS[name] / "raw", root]
+    for attempt in range(1 + download):
+        if attempt:
+            _download(name, root)
         for directory in candidates:
-            paths = [_find_idx(directory, stem) for stem in _IDX_STEMS]
-            if all(p is not None for p in paths):
+            found = [[directory / f"{s}.gz", directory / s] for s in _IDX_STEMS]
+            paths = [next((p for p in pair if p.is_file()), None) for pair in found]
+            if None not in paths:
                 xtr, ytr, xte, yte = (read_idx(p) for p in paths)
                 xtr = _training_images(xtr[:, None], cache, [paths[0]], name)
                 return xtr, ytr, unit_float32(xte[:, None]), yte
-        if attempt == 0 and download and root is not None:
-            _download(name, root)
-            continue
-        break
     looked = ", ".join(str(d) for d in candidates)
     raise DatasetNotFoundError(
         f"{name} IDX files ({', '.join(s + '[.gz]' for s in _IDX_STEMS)}) "
@@ -205,48 +200,29 @@ def load_idx_dataset(name: str, root: pathlib.Path | None, download: bool, *, ca
 def load_cifar10(root: pathlib.Path | None, download: bool, *, cache=None):
     """CIFAR-10 from the user's own python batches in ``root`` (the one pickle read: never a
     run directory's file)."""
-    if root is None:
-        raise DatasetNotFoundError(
-            "cifar10 has no default location; " + _how_to_get("cifar10", None)
-        )
-    folder = root / "cifar-10-batches-py"
-    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
-    if download and not all((folder / n).is_file() for n in names):
-        _download("cifar10", root)
-    if not all((folder / n).is_file() for n in names):
-        raise DatasetNotFoundError(
-            f"cifar10 batches ({', '.join(names)}) not found in {folder}. "
-            + _how_to_get("cifar10", root)
-        )
+    folder = _root("cifar10", root) / "cifar-10-batches-py"
+    files = [folder / f"data_batch_{i}" for i in range(1, 6)] + [folder / "test_batch"]
+    _fetched("cifar10", root, download, files)
 
-    def read(n):
-        with open(folder / n, "rb") as fh:
+    def read(path):
+        with open(path, "rb") as fh:
             batch = pickle.load(fh, encoding="latin1")
         return (
             np.asarray(batch["data"], dtype=np.uint8).reshape(-1, 3, 32, 32),
             np.asarray(batch["labels"], dtype=np.int64),
         )
 
-    parts = [read(n) for n in names[:5]]
-    files = [folder / n for n in names[:5]]
-    xtr = _training_images(np.concatenate([p[0] for p in parts]), cache, files, "cifar10")
+    parts = [read(f) for f in files[:5]]
+    xtr = _training_images(np.concatenate([p[0] for p in parts]), cache, files[:5], "cifar10")
     ytr = np.concatenate([p[1] for p in parts])
-    xte, yte = read(names[5])
+    xte, yte = read(files[5])
     return xtr, ytr, unit_float32(xte), yte
 
 
 def load_svhn(root: pathlib.Path | None, download: bool, *, cache=None):
     """SVHN from ``train_32x32.mat`` and ``test_32x32.mat`` in ``root`` (label 10 -> 0)."""
-    if root is None:
-        raise DatasetNotFoundError("svhn has no default location; " + _how_to_get("svhn", None))
-    files = [root / "train_32x32.mat", root / "test_32x32.mat"]
-    if download and not all(f.is_file() for f in files):
-        _download("svhn", root)
-    if not all(f.is_file() for f in files):
-        raise DatasetNotFoundError(
-            f"svhn files (train_32x32.mat, test_32x32.mat) not found in "
-            f"{root}. " + _how_to_get("svhn", root)
-        )
+    files = [_root("svhn", root) / "train_32x32.mat", root / "test_32x32.mat"]
+    _fetched("svhn", root, download, files)
     from scipy.io import loadmat
 
     out = []

@@ -1,7 +1,6 @@
-"""The user's data files through the feature cache (issue #33): what cannot be memory-mapped as
-stored is written once, a chunk at a time, into a
-:class:`pate.teachers.feature_cache.FeatureCache` entry as float32 rows and mapped from there
-(docs/feature_cache.md, "pate.teachers.cached_data").
+"""The user's data files through the feature cache: what cannot be memory-mapped as stored is
+written once, a chunk at a time, into a :class:`pate.teachers.feature_cache.FeatureCache` entry
+as float32 rows and mapped from there (docs/feature_cache.md, "pate.teachers.cached_data").
 """
 
 from __future__ import annotations
@@ -16,47 +15,31 @@ import numpy as np
 from pate.analysis.errors import InputError
 from pate.analysis.mapped import npz_member_map
 from pate.teachers.data_checks import check_features
-from pate.teachers.feature_cache import CachedFeatures, EntryKey, FeatureCache, pread_rows
-
-__all__ = [
-    "CONVERTED",
-    "DECODED_IMAGES",
-    "NPZ_MEMBER",
-    "NPZ_POOL",
-    "converted_rows",
-    "decoded_images",
-    "file_digest",
-    "npz_rows",
-]
+from pate.teachers.feature_cache import (
+    CachedFeatures,
+    EntryKey,
+    FeatureCache,
+    file_digest,
+    pread_rows,
+)
 
 DECODED_IMAGES = "decoded-images"
 NPZ_MEMBER = "npz-member"
 NPZ_POOL = "npz-pool-order"
 CONVERTED = "converted"
-_BLOCK = 1 << 22
-
-
-def file_digest(path: pathlib.Path) -> str:
-    """sha256 hex of the bytes of ``path``, read 4 MiB at a time."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(_BLOCK):
-            h.update(block)
-    return h.hexdigest()
 
 
 def decoded_images(
     cache: FeatureCache,
     folder,
-    order: np.ndarray,
     digests: list[bytes],
     *,
     mode: str,
     size: tuple[int, int],
     decode: Callable[[object, np.ndarray, np.ndarray], np.ndarray],
 ) -> np.ndarray:
-    """The images ``order`` of an image ``folder`` decoded by ``decode(folder, rows, out)``: a
-    read-only memory map of the entry (``digests``: the files' sha256, in row order)."""
+    """The images of an image ``folder`` decoded by ``decode(folder, rows, out)``: a read-only
+    memory map of the entry (``digests``: the files' sha256, in row order)."""
     h = hashlib.sha256(b"pate-learn image folder files v1\0")
     for d in digests:
         h.update(d)
@@ -67,10 +50,10 @@ def decoded_images(
         settings={"mode": mode, "resize": "bilinear-antialias", "scale": "uint8/255"},
         input_shape=(),
         output_shape=shape,
-        rows=len(order),
+        rows=len(digests),
         digest=h.hexdigest(),
     )
-    rows = np.asarray(order, dtype=np.int64)
+    rows = np.arange(len(digests))
     entry = cache.features(
         key, rows, lambda block: decode(folder, block, np.empty((len(block), *shape), np.float32))
     )
@@ -88,15 +71,13 @@ def converted_rows(
     """``convert(x)`` (a row-wise conversion to float32, e.g. uint8 images to ``[0, 1]``) as a
     read-only memory map of a cache entry, converted a chunk of rows at a time on a miss;
     ``digest`` identifies the files ``x`` was read from, ``settings`` what ``convert`` does."""
-    key = EntryKey(
-        front_end=CONVERTED,
-        settings=dict(settings),
-        input_shape=tuple(int(s) for s in x.shape[1:]),
-        output_shape=tuple(int(s) for s in x.shape[1:]),
-        rows=len(x),
-        digest=digest,
-    )
-    return cache.features(key, x, convert).array
+    return cache.features(_rows_key(CONVERTED, settings, x.shape, digest), x, convert).array
+
+
+def _rows_key(front_end: str, settings: dict, shape: tuple, digest: str) -> EntryKey:
+    """The entry of ``shape[0]`` rows of ``shape[1:]``, converted row by row (same shape)."""
+    row_shape = tuple(int(s) for s in shape[1:])
+    return EntryKey(front_end, dict(settings), row_shape, row_shape, int(shape[0]), digest)
 
 
 class _MemberStream:
@@ -128,15 +109,6 @@ class _MemberStream:
         self._zip.close()
 
 
-def _member_layout(path: pathlib.Path, name: str):
-    """``(shape, fortran order, dtype)`` of the member ``name`` of the archive ``path``."""
-    stream = _MemberStream(path, name)
-    try:
-        return tuple(stream.shape), stream.fortran, stream.dtype
-    finally:
-        stream.close()
-
-
 def _checked(block: np.ndarray, source: Callable[[], np.ndarray], what: str) -> np.ndarray:
     """``block`` as float32, after refusing a value that is not finite as float32 by checking
     the whole ``source()`` (its message names the file's row, as without a cache)."""
@@ -155,19 +127,19 @@ def npz_rows(
     *,
     order: np.ndarray | None = None,
     what: str,
-    digest: str | None = None,
 ) -> np.ndarray | None:
     """The member ``name`` of the archive ``path`` as float32 rows (in ``order``: row ``j`` is
     the member's row ``order[j]``; None: the file's order) through a cache entry, as a read-only
     memory map; None where the member is no array of rows of numbers (the caller reads it the
-    usual way and refuses what it must). ``what`` names the member in messages; ``digest`` the
-    file's :func:`file_digest` when already known."""
-    shape, fortran, dtype = _member_layout(path, name)
+    usual way and refuses what it must). ``what`` names the member in messages."""
+    header = _MemberStream(path, name)  # the member's layout
+    header.close()
+    shape, fortran, dtype = tuple(header.shape), header.fortran, header.dtype
     if len(shape) < 2 or dtype.kind not in "biuf" or fortran or shape[0] == 0:
         return None
     if order is not None and len(order) != shape[0]:
         return None  # x and y disagree: the usual reader says so
-    digest = digest or file_digest(path)
+    digest = file_digest(path)
     mapped = npz_member_map(path, name)
     if order is None or mapped is None:
         member = _stream_entry(cache, path, name, shape, dtype, digest, what)
@@ -182,34 +154,15 @@ def npz_rows(
         picked = pread_rows(*stored_at, source.dtype, source.shape[1:], block)
         return _checked(picked, lambda: source, what)
 
-    key = EntryKey(
-        front_end=NPZ_POOL,
-        # the order itself, not its name: another dealing of the rows is another entry
-        settings={
-            "member": name,
-            "order_sha256": hashlib.sha256(
-                np.ascontiguousarray(rows, dtype="<i8").tobytes()
-            ).hexdigest(),
-            "dtype": "float32",
-        },
-        input_shape=tuple(int(s) for s in shape[1:]),
-        output_shape=tuple(int(s) for s in shape[1:]),
-        rows=int(shape[0]),
-        digest=digest,
-    )
-    return cache.features(key, rows, gather).array
+    # the order itself, not its name: another dealing of the rows is another entry
+    order_sha256 = hashlib.sha256(np.ascontiguousarray(rows, dtype="<i8").tobytes()).hexdigest()
+    settings = {"member": name, "order_sha256": order_sha256, "dtype": "float32"}
+    return cache.features(_rows_key(NPZ_POOL, settings, shape, digest), rows, gather).array
 
 
 def _stream_entry(cache, path, name, shape, dtype, digest, what) -> CachedFeatures:
     """The member in the file's order as float32 (an entry written from the archive's stream)."""
-    key = EntryKey(
-        front_end=NPZ_MEMBER,
-        settings={"member": name, "dtype": "float32"},
-        input_shape=tuple(int(s) for s in shape[1:]),
-        output_shape=tuple(int(s) for s in shape[1:]),
-        rows=int(shape[0]),
-        digest=digest,
-    )
+    key = _rows_key(NPZ_MEMBER, {"member": name, "dtype": "float32"}, shape, digest)
     stream: _MemberStream | None = None
 
     def whole() -> np.ndarray:  # the usual way, for the error message of a bad value

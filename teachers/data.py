@@ -1,7 +1,5 @@
 """Dataset loaders for PATE, working offline, and the PATE protocol split: :func:`load_pate_data`
-gives a :class:`PateData` (the sources, the split, the declared label set and the held-out
-evaluation split: docs/teachers.md, "Data"). A pool is never split into "public" rows on
-pate-learn's own (issue #48). A missing dataset raises
+gives a :class:`PateData` (docs/teachers.md, "Data"). A missing dataset raises
 :class:`pate.teachers.errors.DatasetNotFoundError`; bad input an ``InputError`` naming the
 split, row and value (:mod:`pate.teachers.data_checks`), before any file is read where it can.
 """
@@ -48,22 +46,13 @@ if TYPE_CHECKING:  # pandas is imported where a table is read, not with this mod
 
 logger = logging.getLogger("pate.teachers.data")
 
-__all__ = [
-    "ArraySplit",
-    "PateData",
-    "load_pate_data",
-    "table_data",
-    "held_out",
-    "check_class_names",
-    "HELD_OUT_BUCKETS",
-]
 
 _PREFIXES = ("npz:", "csv:", "imagefolder:")
 _NPZ_SPLIT_KEYS = ("x_private", "y_private", "x_public", "y_public", "x_evaluation", "y_evaluation")
 _PROTOCOL_PUBLIC, _PROTOCOL_EVAL = 9000, 1000
 _DIGITS_PUBLIC, _DIGITS_EVAL = 597, 200
 #: A pool without rows marked ``evaluation`` holds out one bucket of this many of its private
-#: records for evaluation (a tenth), by a keyed hash of each record (:func:`held_out`).
+#: records for evaluation (a tenth), by a keyed hash of each record (:func:`_hold_out`).
 HELD_OUT_BUCKETS = 10
 
 
@@ -141,41 +130,6 @@ def _protocol_split(xtr, ytr, xte, yte, public_size, eval_size, name):
     )
 
 
-def _digits_split(x, y, public_size, eval_size):
-    """scikit-learn's digits (a public benchmark: its split is a public fact) permuted with seed
-    0: private first, then public, then evaluation."""
-    n = len(x)
-    eval_size = _DIGITS_EVAL if eval_size is None else eval_size
-    public_size = _DIGITS_PUBLIC if public_size is None else public_size
-    if public_size + eval_size >= n:
-        raise InputError(
-            f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
-            f"records out of {n} in digits; choose smaller sizes"
-        )
-    k = n - public_size - eval_size
-    perm = np.random.default_rng(0).permutation(n)
-    parts = (perm[:k], perm[k : n - eval_size], perm[n - eval_size :])
-    return tuple(ArraySplit(x[p], y[p]) for p in parts)
-
-
-def held_out(x: np.ndarray, y: np.ndarray, key: bytes, *, units=None) -> np.ndarray:
-    """Which records of ``(x, y)`` are held out for evaluation: those whose keyed hash (of the
-    record's content key, :func:`pate.ledger.record_keys`; of its privacy unit's id where
-    ``units`` gives one per record, so that a person's rows go together) falls in bucket 0 of
-    :data:`HELD_OUT_BUCKETS`. A record's place depends on the record and ``key`` alone, so that
-    adding or removing a record moves no other (as the partition: :mod:`pate.core.partition`)."""
-    from pate.core.partition import teacher_of
-    from pate.ledger import record_keys
-
-    if units is not None:
-        items = [str(unit).encode() for unit in units]
-    else:
-        keys = record_keys(x, y)
-        raw, width = np.ascontiguousarray(keys).tobytes(), keys.dtype.itemsize
-        items = [raw[i : i + width] for i in range(0, len(raw), width)]
-    return teacher_of(items, num_teachers=HELD_OUT_BUCKETS, key=key) == 0
-
-
 def load_pate_data(
     name: str,
     *,
@@ -192,20 +146,15 @@ def load_pate_data(
     table: TableSpec | None = None,
 ) -> PateData:
     """Load dataset ``name`` and split it into private / public / evaluation (the sources, the
-    split and every argument: docs/teachers.md, "Data").
-
-    ``classes``: the declared class names; ``split_column``: the column / npz array marking a
-    pool's rows; ``evaluation_public``: a pool's rows marked ``evaluation`` are public;
-    ``split_key``: the key (or a function returning it) of a held-out evaluation split (None: a
-    fresh key); ``table``: ``name`` is a table with named columns (docs/own_data.md);
-    ``image_size`` (``imagefolder:`` only): resize to ``(height, width)``; ``cache`` (a
+    split and every argument: docs/teachers.md, "Data"; ``table``: ``name`` is a table with
+    named columns, docs/own_data.md). ``split_key``: the key (or a function returning it) of a
+    held-out evaluation split (None: a fresh key); ``cache`` (a
     :class:`pate.teachers.feature_cache.FeatureCache`): large arrays written once and
-    memory-mapped (:mod:`pate.teachers.cached_data`).
-    """
+    memory-mapped (:mod:`pate.teachers.cached_data`)."""
     if not isinstance(name, str):
         raise InputTypeError(f"name must be a dataset name string, got {describe(name)}")
+    classes = check_class_names(classes)
     if table is not None:  # name: the private table
-        classes = check_class_names(classes)
         return table_data(name, table, name=name, classes=classes, split_key=split_key)
     if name not in DATASET_NAMES and not name.startswith(_PREFIXES):
         raise InputError(
@@ -228,7 +177,6 @@ def load_pate_data(
             f"image_size={image_size} applies only to imagefolder:PATH datasets, not "
             f"{name!r}; leave it unset"
         )
-    classes = check_class_names(classes)
     if not isinstance(split_column, str) or not split_column.strip():
         raise InputTypeError(f"split_column must be a column name, got {describe(split_column)}")
     evaluation_public = check_bool(evaluation_public, "evaluation_public")
@@ -273,10 +221,11 @@ def _builtin_splits(
     download: bool,
     public_size: int | None,
     eval_size: int | None,
-    cache=None,
+    cache,
 ):
     """``(private, public, evaluation)`` of a built-in dataset (the training images through
-    ``cache`` when given)."""
+    ``cache`` when given); digits (a public benchmark: its split is a public fact) permuted with
+    seed 0: private first, then public, then evaluation."""
     if name != "digits":
         arrays = (
             load_cifar10(root, download, cache=cache)
@@ -289,8 +238,17 @@ def _builtin_splits(
     from sklearn.datasets import load_digits
 
     digits = load_digits()
-    x = (digits.images.astype(np.float32) / 16.0)[:, None]
-    return _digits_split(x, digits.target.astype(np.int64), public_size, eval_size)
+    x, y = (digits.images.astype(np.float32) / 16.0)[:, None], digits.target.astype(np.int64)
+    public_size = _DIGITS_PUBLIC if public_size is None else public_size
+    eval_size = _DIGITS_EVAL if eval_size is None else eval_size
+    k = len(x) - public_size - eval_size
+    if k <= 0:
+        raise InputError(
+            f"public_size + eval_size = {public_size} + {eval_size} leaves no private "
+            f"records out of {len(x)} in digits; choose smaller sizes"
+        )
+    private, rest = np.split(np.random.default_rng(0).permutation(len(x)), [k])
+    return _protocol_split(x[private], y[private], x[rest], y[rest], public_size, eval_size, name)
 
 
 def _own_data(
@@ -352,19 +310,20 @@ def _own_data(
 def _in_memory(public: ArraySplit, evaluation: ArraySplit) -> tuple[ArraySplit, ArraySplit]:
     """The public and evaluation splits in memory where they are mapped from the cache: only
     the private split stays mapped (read a block at a time); the student trains on the public
-    pool."""
+    pool. A copied block's pages are dropped from the resident set (else it would count twice)."""
     if public.x.flags.writeable:
         return public, evaluation
-    return (
-        ArraySplit(_read_whole(public.x), public.y),
-        ArraySplit(_read_whole(evaluation.x), evaluation.y),
-    )
+    copies = []
+    for split in (public, evaluation):
+        copies.append(ArraySplit(np.array(split.x), split.y))
+        release_read(split.x)
+    return copies[0], copies[1]
 
 
 def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> PateData:
     """The splits of a pool whose rows the user marked (rows in split order: private, public,
     evaluation); with no row marked ``evaluation``, a keyed-hash tenth of the private rows is
-    held out for it (:func:`held_out`; the evaluation records are then private records)."""
+    held out for it (:func:`_hold_out`; the evaluation records are then private records)."""
     counts = np.bincount(pool.split, minlength=len(SPLIT_VALUES))
     ends = np.cumsum(counts)
     private = ArraySplit(pool.x[: ends[0]], pool.y[: ends[0]])
@@ -386,15 +345,27 @@ def _marked_data(name: str, pool: MarkedPool, class_names, settings: dict) -> Pa
 
 
 def _hold_out(name: str, private: ArraySplit, key, fix: str, *, units=None):
-    """``(private, evaluation, held)``: a keyed-hash tenth of the private rows (of the units,
-    where ``units`` names one per row) held out for evaluation (:func:`held_out`); ``key``: the
-    key, a function returning it, or None (a fresh one); ``fix``: what to do when the tenth
-    leaves no private or no evaluation record."""
+    """``(private, evaluation, held)``: the private records whose keyed hash (of the record's
+    content key, :func:`pate.ledger.record_keys`; of its privacy unit's id where ``units`` gives
+    one per record, so that a person's rows go together) falls in bucket 0 of
+    :data:`HELD_OUT_BUCKETS` are held out for evaluation. A record's place depends on the record
+    and ``key`` alone, so that adding or removing a record moves no other (as the partition:
+    :mod:`pate.core.partition`). ``key``: the key, a function returning it, or None (a fresh
+    one); ``fix``: what to do when the tenth leaves no private or no evaluation record."""
+    from pate.core.partition import teacher_of
+    from pate.ledger import record_keys
+
     key = key() if callable(key) else key
     if key is None:
         key = os.urandom(32)
         logger.info("%s: the held-out evaluation split is keyed with a fresh key", name)
-    held = held_out(private.x, private.y, key, units=units)
+    if units is not None:
+        items = [str(unit).encode() for unit in units]
+    else:
+        keys = record_keys(private.x, private.y)
+        raw, width = np.ascontiguousarray(keys).tobytes(), keys.dtype.itemsize
+        items = [raw[i : i + width] for i in range(0, len(raw), width)]
+    held = teacher_of(items, num_teachers=HELD_OUT_BUCKETS, key=key) == 0
     if held.all() or not held.any():
         raise InputError(
             f"{name}: holding out a tenth of the private rows for evaluation left "
@@ -408,7 +379,7 @@ def table_data(private, spec: TableSpec, *, name: str, classes=None, split_key=N
     """The :class:`PateData` of tables with named columns (:func:`pate.teachers.tables.
     load_tables`): the private table ``private`` and ``spec``'s public and evaluation tables,
     encoded by the public-fitted encoder; without an evaluation table, a keyed-hash tenth of
-    the private units is held out for it (as a pool's: :func:`held_out`)."""
+    the private units is held out for it (as a pool's: :func:`_hold_out`)."""
     from pate.teachers.tables import load_tables
 
     tables = load_tables(private, spec, classes)
@@ -421,14 +392,6 @@ def table_data(private, spec: TableSpec, *, name: str, classes=None, split_key=N
         unit_ids = None if unit_ids is None else unit_ids[~held]
     data = _checked_data(name, *splits, tables.class_names)
     return replace(data, encoder=tables.encoder, columns=tables.columns, unit_ids=unit_ids)
-
-
-def _read_whole(mapped: np.ndarray) -> np.ndarray:
-    """An in-memory copy of a memory-mapped block, whose pages are dropped from the resident set
-    once copied (otherwise the block would count twice)."""
-    copy = np.array(mapped)
-    release_read(mapped)
-    return copy
 
 
 def _checked_data(
@@ -454,7 +417,7 @@ def _checked_data(
     num_classes, names = label_set(name, declared=class_names, public_labels=public.y)
     for split, part in splits.items():
         check_in_label_set(part.y, num_classes, f"{name}: {split} split")
-    check_classes(name, splits, num_classes, declared=num_classes)
+    check_classes(name, len(private), num_classes)
     return PateData(
         name=name,
         private=private,

@@ -1,7 +1,5 @@
 """The input checks every dataset passes, from a file or from memory (``pate.fit``), before it is
-partitioned, trained on or charged (described in :mod:`pate.teachers.data`).
-
-More: docs/teachers.md, "pate.teachers.data_checks".
+partitioned, trained on or charged (docs/teachers.md, "pate.teachers.data_checks").
 """
 
 from __future__ import annotations
@@ -10,19 +8,6 @@ import numpy as np
 
 from pate.analysis.errors import InputError
 from pate.analysis.mapped import release_read
-
-__all__ = [
-    "check_features",
-    "check_labels",
-    "check_classes",
-    "check_in_label_set",
-    "label_set",
-    "class_indices",
-    "declared_or_public_classes",
-    "DECLARE_CLASSES",
-    "NOTHING_DONE",
-]
-
 
 #: The largest label accepted before the class count is judged against the records (a class
 #: index is below the number of private records, :func:`check_classes`).
@@ -101,7 +86,7 @@ def check_features(x, what: str, *, where=_where) -> None:
     )
 
 
-def check_labels(y, what: str, *, unknown_ok: bool = False, where=_where) -> None:
+def check_labels(y, what: str, *, unknown_ok: bool = False) -> None:
     """Refuse labels that are not class indices: not integers (2.5, NaN; an integer-valued float
     such as 3.0 is accepted), negative (``-1`` is accepted where ``unknown_ok``: an unknown
     public label) or absurdly large (over 2**31 - 1; :func:`check_classes` bounds them by the
@@ -118,7 +103,7 @@ def check_labels(y, what: str, *, unknown_ok: bool = False, where=_where) -> Non
         index, _ = _scan(lambda part: ~np.isfinite(part) | (part != np.round(part)), y)
         if index is not None:
             raise InputError(
-                f"{what}: {where(y.shape, index)} is {_show(y[index])}, not an integer "
+                f"{what}: {_where(y.shape, index)} is {_show(y[index])}, not an integer "
                 f"class index; labels must be 0, 1, ..., K-1 (an integer-valued "
                 f"float such as 3.0 is accepted) ({NOTHING_DONE})"
             )
@@ -133,63 +118,38 @@ def check_labels(y, what: str, *, unknown_ok: bool = False, where=_where) -> Non
                 else "; every record of this split needs its label"
             )
             raise InputError(
-                f"{what}: {where(y.shape, index)} is {_show(value)}, a negative label; "
+                f"{what}: {_where(y.shape, index)} is {_show(value)}, a negative label; "
                 f"{hint} ({NOTHING_DONE})"
             )
         raise InputError(
-            f"{what}: {where(y.shape, index)} is {_show(value)}, not a plausible class "
+            f"{what}: {_where(y.shape, index)} is {_show(value)}, not a plausible class "
             f"index (labels must be 0, 1, ..., K-1 with K at most the number of "
             f"private records); remap the labels, e.g. with "
             f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})"
         )
 
 
-def check_classes(
-    source: str, splits: dict, num_classes: int, *, declared: int | None = None
-) -> None:
+def check_classes(source: str, private_records: int, num_classes: int) -> None:
     """Refuse more classes than the private records could populate: a class index must be below
     the number of private records (every class has to be learnt from private records, and the
-    vote histograms grow with the number of classes). ``splits`` maps split names (``private``
-    first) to :class:`ArraySplit`; ``declared``: a class count the user declared (class names,
-    folders), if any."""
-    n = len(splits["private"])
-    if num_classes <= n:
-        return
-    if declared is not None:
+    vote histograms grow with the number of classes)."""
+    if num_classes > private_records:
         raise InputError(
-            f"{source}: {declared} classes are declared (class names or folders) but "
-            f"the private split has only {n} records; give at least one private "
+            f"{source}: {num_classes} classes are declared (class names or folders) but "
+            f"the private split has only {private_records} records; give at least one private "
             f"record per class ({NOTHING_DONE})"
         )
-    split, row, value = max(
-        (
-            (name, int(np.argmax(s.y)), int(s.y.max()))
-            for name, s in splits.items()
-            if len(s) and s.y.max() >= 0
-        ),
-        key=lambda t: t[2],
-    )
-    raise InputError(
-        f"{source}: {split} split, row {row} has label {value}, which makes "
-        f"{value + 1} classes, more than its {n} private records could populate (a "
-        f"class index must be below the number of private records); labels must be "
-        f"class indices 0, 1, ..., K-1: remap them, e.g. with "
-        f"numpy.unique(y, return_inverse=True) ({NOTHING_DONE})"
-    )
 
 
-def label_set(
-    source: str, *, declared=None, named=None, public_labels=None
-) -> tuple[int, tuple[str, ...] | None]:
+def label_set(source: str, *, declared, public_labels) -> tuple[int, tuple[str, ...] | None]:
     """``(num_classes, class_names or None)`` of the declared label set (docs/teachers.md):
-    ``declared`` (the user's class names), else ``named`` (the source's own names), else the
-    largest known label of ``public_labels`` + 1 (names unknown)."""
-    for names in (declared, named):
-        if names is not None:
-            return len(names), tuple(str(c) for c in names)
-    known = None if public_labels is None else np.asarray(public_labels)
-    known = None if known is None else known[known >= 0]
-    if known is None or known.size == 0:
+    ``declared`` (the user's class names, or the source's own), else the largest known label of
+    ``public_labels`` + 1 (names unknown)."""
+    if declared is not None:
+        return len(declared), tuple(str(c) for c in declared)
+    known = np.asarray(public_labels)
+    known = known[known >= 0]
+    if known.size == 0:
         raise InputError(
             f"{source}: the set of classes is not declared, and no public labels give it (it "
             f"is never read from the private labels: one added record would add a class); "
@@ -198,7 +158,7 @@ def label_set(
     return int(known.max()) + 1, None
 
 
-def check_in_label_set(y, num_classes: int, what: str, *, where=_where) -> None:
+def check_in_label_set(y, num_classes: int, what: str) -> None:
     """Refuse a label of ``y`` at or above ``num_classes`` (``-1``, an unknown public label, is
     left to :func:`check_labels`): the first one, by row and value."""
     y = np.asarray(y)
@@ -208,7 +168,7 @@ def check_in_label_set(y, num_classes: int, what: str, *, where=_where) -> None:
     if index is None:
         return
     raise InputError(
-        f"{what}: {where(y.shape, index)} has label {_show(y[index])}, outside the declared "
+        f"{what}: {_where(y.shape, index)} has label {_show(y[index])}, outside the declared "
         f"{num_classes} classes (0 .. {num_classes - 1}; {count} such label"
         f"{'s' if count != 1 else ''} in all); a label outside the declared set is refused: "
         f"fix the record, or {DECLARE_CLASSES} ({NOTHING_DONE})"

@@ -1,7 +1,5 @@
 """An on-disk cache of front-end features: computed once per input data and front-end settings,
-memory-mapped by every later run and config that asks for the same features.
-
-More: docs/feature_cache.md, "pate.teachers.feature_cache".
+memory-mapped by every later run and config that asks for the same features (docs/feature_cache.md).
 """
 
 from __future__ import annotations
@@ -26,22 +24,7 @@ from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.mapped import release_read
 from pate.analysis.validation import check_int
 from pate.core.errors import RunDirError
-from pate.core.io import naming_write_errors
-
-__all__ = [
-    "CHUNK_ROWS",
-    "DIRNAME",
-    "ENV",
-    "FORMAT",
-    "CachedFeatures",
-    "EntryKey",
-    "FeatureCache",
-    "active",
-    "input_digest",
-    "pread_rows",
-    "resolve_root",
-    "using",
-]
+from pate.core.io import atomic_write_json, atomic_writer, fsync_dir, naming_write_errors
 
 FORMAT = 1
 ENV = "PATE_FEATURE_CACHE"
@@ -49,7 +32,6 @@ DIRNAME = ".feature-cache"
 CHUNK_ROWS = 1024
 _FEATURES, _ENTRY, _TMP = "features.npy", "entry.json", ".tmp-"
 _OFF = frozenset({"", "0", "off", "false", "no", "none"})
-_HASH_BLOCK = 1 << 22  # bytes read at a time when checksumming
 logger = logging.getLogger("pate.teachers.feature_cache")
 
 
@@ -72,9 +54,8 @@ def resolve_root(setting, *, runs_root) -> pathlib.Path | None:
 
 def input_digest(x) -> str:
     """sha256 hex of the inputs ``x`` (N, ...) in order, as little-endian float32 with their
-    shape: the features are a function of exactly these bytes. (The ledger's
-    ``dataset_identity`` hashes the same float32 record bytes, but as an unordered multiset with
-    the labels: the identity of a set of people; feature rows are positional and label-free.)"""
+    shape: the features are a function of exactly these bytes (positional and label-free,
+    unlike the ledger's ``dataset_identity``)."""
     n = len(x)
     h = hashlib.sha256(b"pate-learn feature-cache input v1\0")
     h.update(json.dumps([n, *(int(s) for s in np.shape(x)[1:])]).encode())
@@ -140,24 +121,18 @@ class CachedFeatures:
         return int(self.array.shape[0])
 
     def chunks(self, rows: int = CHUNK_ROWS) -> Iterator[np.ndarray]:
-        """float32 blocks of ``rows`` rows, in order. From an entry they are read with ``pread``
-        into fresh buffers (not through the memory map, whose touched pages would count in the
-        process's resident memory until it ends), so a pass over a split holds one block."""
+        """float32 blocks of ``rows`` rows, in order, read as :meth:`take` reads them (so a pass
+        over a split holds one block)."""
         rows = check_int(rows, "rows", minimum=1)
         for i in range(0, len(self), rows):
-            if self.path is None:
-                yield self.array[i : i + rows]
-            else:
-                block = np.arange(i, min(i + rows, len(self)))
-                yield pread_rows(
-                    self.path, self.array.offset, np.dtype("<f4"), self.array.shape[1:], block
-                )
+            yield self.take(np.arange(i, min(i + rows, len(self))))
 
     def take(self, rows) -> np.ndarray:
         """float32 ``(len(rows), ...)``: the features of the rows ``rows`` (indices, any order,
         repeats allowed), in that order. From an entry every run of consecutive rows is read with
-        ``pread`` into a fresh buffer (as :meth:`chunks`), so only the rows asked for are ever
-        in memory; without an entry, rows of the in-memory array."""
+        ``pread`` into a fresh buffer (not through the memory map, whose touched pages would
+        count in the process's resident memory until it ends), so only the rows asked for are
+        ever in memory; without an entry, rows of the in-memory array."""
         rows = np.asarray(rows)
         if rows.ndim != 1 or (rows.size and rows.dtype.kind not in "iu"):
             raise InputTypeError(
@@ -197,20 +172,13 @@ def pread_rows(path, offset: int, dtype: np.dtype, row_shape: tuple, rows) -> np
     return out
 
 
-def _checksum(path: pathlib.Path) -> str:
+def file_digest(path: pathlib.Path) -> str:
+    """sha256 hex of the bytes of ``path``, read 4 MiB at a time."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        while block := f.read(_HASH_BLOCK):
+        while block := f.read(1 << 22):
             h.update(block)
     return h.hexdigest()
-
-
-def _fsync_dir(folder: pathlib.Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class FeatureCache:
@@ -278,7 +246,7 @@ class FeatureCache:
             return f"{_FEATURES} has {size} bytes, {meta.get('bytes')} were written"
         if not isinstance(meta.get("sha256"), str):
             return f"{_ENTRY} records no sha256 checksum"
-        if _checksum(path) != meta["sha256"]:
+        if file_digest(path) != meta["sha256"]:
             return f"{_FEATURES} does not match its checksum (damaged)"
         return None
 
@@ -309,7 +277,7 @@ class FeatureCache:
             np.lib.format.write_array_header_1_0(
                 header, {"descr": "<f4", "fortran_order": False, "shape": shape}
             )
-            with naming_write_errors(path), open(path, "wb") as f:
+            with atomic_writer(path) as f:
                 f.write(header.getvalue())
                 h.update(header.getvalue())
                 for i in range(0, key.rows, CHUNK_ROWS):
@@ -325,8 +293,6 @@ class FeatureCache:
                     data = block.tobytes()
                     f.write(data)
                     h.update(data)
-                f.flush()
-                os.fsync(f.fileno())
             meta = {
                 "key": key.to_dict(),
                 "shape": list(shape),
@@ -335,11 +301,7 @@ class FeatureCache:
                 "sha256": h.hexdigest(),
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
-            with naming_write_errors(tmp / _ENTRY), open(tmp / _ENTRY, "w", encoding="utf-8") as f:
-                json.dump(meta, f, sort_keys=True, indent=1)
-                f.flush()
-                os.fsync(f.fileno())
-            _fsync_dir(tmp)
+            atomic_write_json(tmp / _ENTRY, meta)  # both files fsynced, and their folder
             try:
                 os.rename(tmp, target)  # atomic; refuses a non-empty target
             except OSError:
@@ -350,7 +312,7 @@ class FeatureCache:
                     "feature cache: entry %s was written by another run meanwhile", key.name
                 )
                 return target, False
-            _fsync_dir(root)
+            fsync_dir(root)
             return target, True
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -361,8 +323,6 @@ class FeatureCache:
         """The features ``key`` of inputs ``x``: the entry when it is there and intact (a hit),
         else ``compute`` (a function of a block of rows of ``x``) applied a chunk at a time and
         written to the cache (a miss). A bad entry is logged, discarded and rebuilt."""
-        if not isinstance(key, EntryKey):
-            raise InputTypeError(f"key must be an EntryKey, got {type(key).__name__}")
         t0 = time.perf_counter()
         folder = self._ensure_root() / key.name
         hit = False

@@ -1,8 +1,5 @@
-"""The user's own image folder, ``imagefolder:PATH``: ``("train-test", arrays, class_names)`` of
-``PATH/train`` (private) and ``PATH/test`` (public and evaluation) read with torchvision's
-``ImageFolder``, one colour mode, one size (the format: docs/teachers.md; a single folder is
-refused: :func:`pate.teachers.own_data.unmarked_pool`). Messages go to the ``logging`` logger
-``"pate.teachers.data"``.
+"""The user's own image folder, ``imagefolder:PATH``, read with torchvision's ``ImageFolder``
+(:func:`load_imagefolder`; the format: docs/teachers.md, "Data").
 """
 
 from __future__ import annotations
@@ -21,8 +18,6 @@ from pate.teachers import cached_data
 from pate.teachers.data_checks import DECLARE_CLASSES, NOTHING_DONE
 from pate.teachers.errors import DatasetNotFoundError
 from pate.teachers.own_data import unmarked_pool
-
-__all__ = ["load_imagefolder", "check_image_size", "IMAGE_EXTENSIONS"]
 
 logger = logging.getLogger("pate.teachers.data")
 
@@ -114,10 +109,14 @@ def _image_header(path: str, *, digest: bool = False):
         with Image.open(source) as im:
             header = im.mode, (int(im.height), int(im.width))
     except (UnidentifiedImageError, OSError) as exc:
-        raise InputError(
-            f"image folder: {path} cannot be read as an image ({exc}); remove or replace it"
-        ) from None
+        raise _unreadable(path, exc) from None
     return (*header, hashlib.sha256(data).digest() if digest else None)
+
+
+def _unreadable(path: str, exc: Exception) -> InputError:
+    return InputError(
+        f"image folder: {path} cannot be read as an image ({exc}); remove or replace it"
+    )
 
 
 def _decode(folder, order: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -126,20 +125,15 @@ def _decode(folder, order: np.ndarray, out: np.ndarray) -> np.ndarray:
         try:
             out[row] = folder[i][0]
         except (OSError, ValueError) as exc:
-            raise InputError(
-                f"image folder: {folder.samples[i][0]} cannot be read as an image ({exc}); "
-                "remove or replace it"
-            ) from None
+            raise _unreadable(folder.samples[i][0], exc) from None
     return out
 
 
-class _ToArray:
+def _to_array(image) -> np.ndarray:
     """PIL image -> float32 ``(C, H, W)`` array in ``[0, 1]`` (``uint8 / 255``)."""
-
-    def __call__(self, image) -> np.ndarray:
-        arr = np.asarray(image, dtype=np.uint8)
-        arr = arr[None] if arr.ndim == 2 else np.transpose(arr, (2, 0, 1))
-        return arr.astype(np.float32) / 255.0
+    arr = np.asarray(image, dtype=np.uint8)
+    arr = arr[None] if arr.ndim == 2 else np.transpose(arr, (2, 0, 1))
+    return arr.astype(np.float32) / 255.0
 
 
 def load_imagefolder(
@@ -149,9 +143,7 @@ def load_imagefolder(
     ``PATH/test/<class>/<image>`` (public and evaluation). The classes are ``classes``
     (declared), else the class folders of ``test/``; a training class outside them, or a single
     folder (:func:`unmarked_pool`), is refused. Each image is decoded straight into its row of
-    one array per folder (with a ``cache``: into an entry of it, returned memory-mapped).
-    Colour mode and resizing: docs/teachers.md, "Data"; the cache entry: docs/feature_cache.md.
-    """
+    one array per folder (with a ``cache``: into an entry of it, returned memory-mapped)."""
     if not path.is_dir():
         raise DatasetNotFoundError(
             f"image folder {path} does not exist; give imagefolder:PATH of a directory "
@@ -175,26 +167,21 @@ def load_imagefolder(
     mode = "L" if all(m in _GREY_MODES for h in scanned for m, _, _ in h) else "RGB"
     size = image_size if image_size is not None else scanned[0][0][1]
     transform = transforms.Compose(
-        [transforms.Lambda(lambda im: im.convert(mode)), transforms.Resize(size), _ToArray()]
+        [transforms.Lambda(lambda im: im.convert(mode)), transforms.Resize(size), _to_array]
     )
     arrays = []
     for folder, files in zip(folders, scanned):
         folder.transform = transform
         n = len(folder.samples)
-        order, ys = np.arange(n), np.asarray(folder.targets, dtype=np.int64)
         if cache is None:
-            xs = _decode(folder, order, np.empty((n, 1 if mode == "L" else 3, *size), np.float32))
+            out = np.empty((n, 1 if mode == "L" else 3, *size), np.float32)
+            xs = _decode(folder, np.arange(n), out)
         else:
+            digests = [digest for _, _, digest in files]
             xs = cached_data.decoded_images(
-                cache,
-                folder,
-                order,
-                [files[i][2] for i in order],
-                mode=mode,
-                size=size,
-                decode=_decode,
+                cache, folder, digests, mode=mode, size=size, decode=_decode
             )
-        arrays += [xs, ys]
+        arrays += [xs, np.asarray(folder.targets, dtype=np.int64)]
     logger.info(
         "imagefolder %s: %d images, %d classes, %s %dx%d",
         path,

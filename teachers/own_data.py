@@ -6,7 +6,6 @@ docs/own_data.md, "pate.teachers.own_data".
 from __future__ import annotations
 
 import csv
-import logging
 import pathlib
 from dataclasses import dataclass
 
@@ -26,17 +25,6 @@ from pate.teachers.data_checks import (
 )
 from pate.teachers.errors import DatasetNotFoundError
 
-__all__ = [
-    "load_npz",
-    "load_csv",
-    "unmarked_pool",
-    "MarkedPool",
-    "SPLIT_COLUMN",
-    "SPLIT_VALUES",
-]
-
-logger = logging.getLogger("pate.teachers.data")
-
 _LABEL_COLUMNS = ("label", "y", "target", "class")
 #: The default name of the CSV column / npz array marking each row's split (``[data]
 #: split_column``), and its values (code i is ``SPLIT_VALUES[i]``).
@@ -53,7 +41,6 @@ class MarkedPool:
     x: np.ndarray
     y: np.ndarray
     split: np.ndarray
-    num_classes: int
 
 
 def unmarked_pool(source: str, how: str) -> InputError:
@@ -74,8 +61,9 @@ MARKS = (
 )
 
 
-def _split_codes(values, what: str, where) -> np.ndarray:
-    """The codes 0, 1, 2 of the split marks ``values`` (text; case and spaces ignored)."""
+def _split_codes(values, what: str, where=lambda shape, index: f"row {index[0]}") -> np.ndarray:
+    """The codes 0, 1, 2 of the split marks ``values`` (text; case and spaces ignored);
+    ``where(shape, index)`` words a row's place (default: ``row R`` of a file's array)."""
     lookup = {name: code for code, name in enumerate(SPLIT_VALUES)}
     codes = np.empty(len(values), dtype=np.int8)
     for row, value in enumerate(values):
@@ -95,20 +83,12 @@ def _split_codes(values, what: str, where) -> np.ndarray:
     return codes
 
 
-def load_npz(
-    path: pathlib.Path,
-    *,
-    cache=None,
-    source: str | None = None,
-    classes=None,
-    split_column: str = SPLIT_COLUMN,
-):
+def load_npz(path: pathlib.Path, *, cache, source: str, classes, split_column: str):
     """``(kind, arrays, class_names)`` of an ``.npz`` (docs/own_data.md). Uncompressed float32
     private images are memory-mapped; otherwise, with a ``cache``, written into it as float32
     (a pool's ``x`` in split order, its labels and marks checked first) and mapped from there;
     without one read into memory. ``source`` names the data in messages; ``classes``: the
     declared class names (else the file's ``class_names``, else the public labels)."""
-    source = source or f"npz:{path}"
     if not path.is_file():
         raise DatasetNotFoundError(
             f"npz file {path} does not exist; give npz:PATH of an existing "
@@ -122,20 +102,11 @@ def load_npz(
         if split_keys <= keys:
             xp = npz["x_public"]
             yp = npz["y_public"] if "y_public" in keys else np.full(len(xp), -1, dtype=np.int64)
-            return (
-                "splits",
-                (
-                    # memory-mapped where stored uncompressed: the private split is read a block
-                    # at a time by whatever scans it, never held whole (issue #33)
-                    _private_images(npz, path, cache, f"{source}: private split (x_private)"),
-                    npz["y_private"],
-                    xp,
-                    yp,
-                    npz["x_evaluation"],
-                    npz["y_evaluation"],
-                ),
-                names,
-            )
+            # memory-mapped where stored uncompressed: the private split is read a block at a
+            # time by whatever scans it, never held whole
+            xq = _private_images(npz, path, cache, f"{source}: private split (x_private)")
+            arrays = (xq, npz["y_private"], xp, yp, npz["x_evaluation"], npz["y_evaluation"])
+            return "splits", arrays, names
         if {"x", "y"} <= keys:
             if split_column not in keys:
                 raise unmarked_pool(source, f"Add an array {split_column!r} {MARKS}")
@@ -170,7 +141,7 @@ def _npz_pool(npz, path: pathlib.Path, cache, source: str, names, split_column: 
             f"npz file {path}: y and {split_column} must be 1-D with one value per row of x, "
             f"got shapes {y.shape} and {marks.shape}"
         )
-    split = _split_codes(marks.tolist(), what.format(split_column), _file_row)
+    split = _split_codes(marks.tolist(), what.format(split_column))
     check_labels(y, what.format("y"), unknown_ok=True)
     unlabelled = np.flatnonzero((y < 0) & (split != PUBLIC))
     if unlabelled.size:
@@ -192,12 +163,7 @@ def _npz_pool(npz, path: pathlib.Path, cache, source: str, names, split_column: 
         if len(x) != len(y):
             raise InputError(f"{source}: x has {len(x)} rows but y has {len(y)}")
         x = x[order]
-    return MarkedPool(x, np.asarray(y, dtype=np.int64)[order], split[order], num_classes)
-
-
-def _file_row(shape, index) -> str:
-    """``row R`` of a file's array (as :func:`pate.teachers.data_checks.check_labels` words it)."""
-    return f"row {index[0]}"
+    return MarkedPool(x, np.asarray(y, dtype=np.int64)[order], split[order])
 
 
 def _private_images(npz, path: pathlib.Path, cache, what: str):
@@ -225,15 +191,11 @@ def _csv_layout(path: pathlib.Path, split_column: str):
     first = next(_csv_rows(path), None)
     if first is None:
         raise InputError(f"csv file {path} is empty")
-
-    def numeric(row):
-        try:
-            [float(c) for c in row]
-            return True
-        except ValueError:
-            return False
-
-    header = None if numeric(first) else [c.strip() for c in first]
+    header = None  # a first row of numbers: no header
+    try:
+        [float(c) for c in first]
+    except ValueError:
+        header = [c.strip() for c in first]
     label_col, split_col = len(first) - 1, None
     if header is not None:
         lowered = [h.lower() for h in header]
@@ -256,7 +218,7 @@ def _csv_layout(path: pathlib.Path, split_column: str):
     return header, label_col, split_col, width, rows
 
 
-def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLUMN):
+def load_csv(path: pathlib.Path, *, classes, split_column: str):
     """``(MarkedPool, class_names)`` of a csv file (docs/own_data.md), in two passes a row at a
     time: the header, label and split columns and the row count, then the features into one
     preallocated array. The label set is ``classes`` (declared), else the labels of the rows
@@ -306,18 +268,14 @@ def load_csv(path: pathlib.Path, *, classes=None, split_column: str = SPLIT_COLU
 
     check_features(feats, f"csv file {path}", where=where)
     split = _split_codes(marks, f"csv file {path}, column {split_column!r}", where)
-    y, names = _csv_labels(labels, split, classes, f"csv file {path}, label column", where)
-    order = np.argsort(split, kind="stable")  # private rows, then public, then evaluation
-    return MarkedPool(feats.astype(np.float32)[order], y[order], split[order], len(names)), names
-
-
-def _csv_labels(labels: list[str], split: np.ndarray, classes, what: str, where):
-    """``(class indices, class names)`` of a csv's label cells (the set: ``classes``, else the
-    public rows' labels; an empty cell of a public row is an unknown label, -1)."""
+    # the label set: ``classes``, else the public rows' labels; an empty public cell is -1
+    what = f"csv file {path}, label column"
     public = [t for t, s in zip(labels, split) if s == PUBLIC and t]
     names = declared_or_public_classes(classes, public, what)
 
     def at(row: int) -> str:
         return f"{what}: {where((len(labels),), (row,))} (marked {SPLIT_VALUES[split[row]]})"
 
-    return class_indices(labels, names, at, unlabelled_ok=split == PUBLIC), names
+    y = class_indices(labels, names, at, unlabelled_ok=split == PUBLIC)
+    order = np.argsort(split, kind="stable")  # private rows, then public, then evaluation
+    return MarkedPool(feats.astype(np.float32)[order], y[order], split[order]), names

@@ -1,17 +1,8 @@
 """A table's columns turned into features with statistics of the PUBLIC rows only (no privacy
-cost): the column roles (:class:`TableColumns`) and the encoder (:class:`TableEncoder`).
-
-The built-in encoder: numeric columns get median imputation, a missing indicator for each column
-with gaps in the public rows, then each is mapped through its public quantiles (at most
-:data:`QUANTILES`) to standard-normal scores: any scale, skew or heavy tail becomes the same
-bounded bell, and a wild value of a private row gets the end score (+-5.2), so it cannot dominate
-a model; categorical columns get most-frequent imputation and one-hot
-codes of the categories seen in the public rows (a category not seen there: all zeros). Its fitted
-state is plain numbers and category names, derived from public rows only: publishable, and stored
-as JSON beside the released student (:meth:`TableEncoder.to_json`). A user's own scikit-learn
-transformer is cloned and fitted on the public rows only; one already fitted is refused unless
-wrapped in :class:`FittedOnPublic` (the user's declaration that it saw public data only). Why these
-choices, measured: docs/own_data.md, "Preprocessing".
+cost): the column roles (:class:`TableColumns`) and the encoder (:class:`TableEncoder`: the
+built-in one, stored as JSON, or the user's scikit-learn transformer fitted on the public rows;
+one already fitted only wrapped in :class:`FittedOnPublic`). What the built-in encoder does, and
+why, measured: docs/own_data.md, "Preprocessing".
 """
 
 from __future__ import annotations
@@ -25,8 +16,7 @@ import pandas as pd
 from scipy import special
 
 from pate.analysis.errors import InputError, InputTypeError
-
-__all__ = ["QUANTILES", "TableColumns", "FittedOnPublic", "TableEncoder"]
+from pate.analysis.validation import describe
 
 QUANTILES = 1000
 _BOUND = 1e-7  # the scores of the public extremes: +-5.2 (scikit-learn's bound)
@@ -78,6 +68,13 @@ def _normal_scores(values: np.ndarray, quantiles: np.ndarray) -> np.ndarray:
     return special.ndtri(share)
 
 
+def _nothing_to_fit(name: str) -> InputError:
+    return InputError(
+        f"column {name!r} has no value in the public rows: the encoder fits on public "
+        f"rows only and has nothing to fit; drop it (drop=[{name!r}])"
+    )
+
+
 @dataclasses.dataclass(frozen=True)
 class _Numeric:
     name: str
@@ -89,10 +86,7 @@ class _Numeric:
     def fit(cls, name: str, values: np.ndarray) -> _Numeric:
         seen = values[~np.isnan(values)]
         if seen.size == 0:
-            raise InputError(
-                f"column {name!r} has no value in the public rows: the encoder fits on public "
-                f"rows only and has nothing to fit; drop it (drop=[{name!r}])"
-            )
+            raise _nothing_to_fit(name)
         count = min(QUANTILES, seen.size)
         return cls(
             name=name,
@@ -121,10 +115,7 @@ class _Categorical:
     def fit(cls, name: str, values: pd.Series) -> _Categorical:
         seen = values.dropna().astype(str)
         if seen.empty:
-            raise InputError(
-                f"column {name!r} has no value in the public rows: the encoder fits on public "
-                f"rows only and has nothing to fit; drop it (drop=[{name!r}])"
-            )
+            raise _nothing_to_fit(name)
         counts = seen.value_counts()
         fill = str(min(counts.index[counts == counts.max()]))  # ties: the first by name
         return cls(name=name, fill=fill, categories=tuple(sorted(counts.index)))
@@ -160,17 +151,6 @@ def _check_columns(frame: Any, columns: TableColumns, what: str) -> None:
             f"the {what} lacks the feature column(s) {absent} that the encoder was fitted with "
             f"(columns there: {list(frame.columns)}); give every split the same columns"
         )
-
-
-def _is_fitted(transformer: Any) -> bool:
-    from sklearn.exceptions import NotFittedError
-    from sklearn.utils.validation import check_is_fitted
-
-    try:
-        check_is_fitted(transformer)
-    except (NotFittedError, TypeError):  # TypeError: not a scikit-learn estimator
-        return False
-    return True
 
 
 class TableEncoder:
@@ -263,29 +243,16 @@ class TableEncoder:
     def describe(self) -> list[str]:
         """Plain lines for the plan and the report: what was fitted, on what."""
         rows = f"{self.public_rows} public row{'s' if self.public_rows != 1 else ''}"
-        lines = []
-        if self.transformer is not None:
-            name = type(self.transformer).__name__
-            if self._declared:
-                lines.append(
-                    f"preprocessing: the user's {name}, fitted by the user on data declared "
-                    f"public (not refitted here)"
-                )
-            else:
-                lines.append(f"preprocessing: the user's {name}, fitted on the {rows} only")
+        name = type(self.transformer).__name__
+        if self.transformer is None:
+            lines = [f"preprocessing: built-in encoder fitted on the {rows} only"]
+        elif self._declared:
+            lines = [
+                f"preprocessing: the user's {name}, fitted by the user on data declared "
+                f"public (not refitted here)"
+            ]
         else:
-            lines.append(f"preprocessing: built-in encoder fitted on the {rows} only")
-            lines.extend(self._describe_builtin())
-        lines.append(
-            f"{len(self.feature_names)} features from {len(self.columns.features)} columns; "
-            f"label {self.columns.label!r}"
-            + (f"; id {self.columns.id!r} (never a feature)" if self.columns.id else "")
-            + (f"; dropped {list(self.columns.dropped)}" if self.columns.dropped else "")
-        )
-        return lines
-
-    def _describe_builtin(self) -> list[str]:
-        lines = []
+            lines = [f"preprocessing: the user's {name}, fitted on the {rows} only"]
         if self._numeric:
             gaps = [column.name for column in self._numeric if column.indicator]
             lines.append(
@@ -301,6 +268,12 @@ class TableEncoder:
                 f"frequent public category; one-hot of the categories seen in the public rows "
                 f"({counts}); a category not seen there is all zeros"
             )
+        lines.append(
+            f"{len(self.feature_names)} features from {len(self.columns.features)} columns; "
+            f"label {self.columns.label!r}"
+            + (f"; id {self.columns.id!r} (never a feature)" if self.columns.id else "")
+            + (f"; dropped {list(self.columns.dropped)}" if self.columns.dropped else "")
+        )
         return lines
 
     def to_json(self) -> dict:
@@ -348,15 +321,31 @@ class TableEncoder:
         return cls(columns, public_rows=rows, numeric=numeric, categorical=categorical)
 
 
+def check_transformer(transformer: Any) -> None:
+    """Refuse a ``preprocess`` that is not a scikit-learn transformer (with ``fit`` and
+    ``transform``) or one wrapped in :class:`FittedOnPublic`."""
+    if not isinstance(transformer, FittedOnPublic) and not (
+        hasattr(transformer, "fit") and hasattr(transformer, "transform")
+    ):
+        raise InputTypeError(
+            f'preprocess must be "auto", "none" or a scikit-learn transformer (with fit and '
+            f"transform), got {describe(transformer)}"
+        )
+
+
 def _fitted_clone(transformer: Any, features: pd.DataFrame) -> Any:
     """``transformer`` cloned and fitted on the public ``features``; refused when already fitted
     (it may have seen private rows) or when it is not a scikit-learn transformer."""
-    if not (hasattr(transformer, "fit") and hasattr(transformer, "transform")):
-        raise InputTypeError(
-            f'preprocess must be "auto", "none" or a scikit-learn transformer (with fit and '
-            f"transform), got {type(transformer).__name__}"
-        )
-    if _is_fitted(transformer):
+    from sklearn.base import clone
+    from sklearn.exceptions import NotFittedError
+    from sklearn.utils.validation import check_is_fitted
+
+    check_transformer(transformer)
+    try:
+        check_is_fitted(transformer)
+    except (NotFittedError, TypeError):  # not fitted (TypeError: not a scikit-learn estimator)
+        pass
+    else:
         raise InputError(
             f"the preprocess transformer {type(transformer).__name__} is already fitted: it "
             f"may have seen private rows, which would cost privacy that is never charged. Pass "
@@ -364,6 +353,4 @@ def _fitted_clone(transformer: Any, features: pd.DataFrame) -> Any:
             f"public data only, declare it: preprocess=FittedOnPublic(transformer) (from "
             f"pate.teachers.table_encoding)"
         )
-    from sklearn.base import clone
-
     return clone(transformer).fit(features)

@@ -1,13 +1,8 @@
-"""Tables with named columns (issue #50): CSV and Parquet files and pandas DataFrames given for
-the private, public and evaluation rows separately, read into frames and checked in the table's
-words (the file, the row as the file counts it, the column by name, the value, what to do)
-before anything is trained or charged; the label and the privacy-unit id chosen by name, other
-columns dropped, text labels mapped through the declared classes; the columns' roles (numeric or
-categorical) decided from the PUBLIC rows; the features encoded by the public-fitted encoder
-(:mod:`pate.teachers.table_encoding`). :mod:`pate.teachers.data` turns the result into a
-:class:`pate.teachers.data.PateData`.
-
-More: docs/own_data.md, "Tables with named columns".
+"""Tables with named columns: CSV and Parquet files and pandas DataFrames given for the private,
+public and evaluation rows separately, checked in the table's words (file, row, column, value)
+before anything is trained or charged, the column roles decided from the PUBLIC rows, encoded by
+the public-fitted encoder (:mod:`pate.teachers.table_encoding`). More: docs/own_data.md,
+"pate.teachers.tables".
 """
 
 from __future__ import annotations
@@ -23,12 +18,8 @@ from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import describe
 from pate.teachers.data_checks import NOTHING_DONE, class_indices, declared_or_public_classes
 from pate.teachers.errors import DatasetNotFoundError
-from pate.teachers.table_encoding import TableColumns, TableEncoder
+from pate.teachers.table_encoding import TableColumns, TableEncoder, check_transformer
 
-__all__ = ["TableSpec", "EncodedTables", "Table", "is_table", "table_name", "read_table"]
-__all__ += ["load_tables", "column_lines", "PREPROCESS"]
-
-SPLITS = ("private", "public", "evaluation")
 _SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 #: ``preprocess=`` by name: the public-fitted encoder, or the columns as they are
 PREPROCESS = ("auto", "none")
@@ -41,7 +32,8 @@ _ID_SHARE, _ID_MIN_DISTINCT = 0.5, 20
 class TableSpec:
     """What the user declares about a table: the public and evaluation sources (the private one
     is the dataset's name), the label and privacy-unit columns by name, the dropped columns and
-    the preprocessing (``"auto"``, ``"none"`` or an unfitted scikit-learn transformer)."""
+    the preprocessing (``"auto"``, ``"none"``, an unfitted scikit-learn transformer or one in
+    :class:`pate.teachers.table_encoding.FittedOnPublic`)."""
 
     public: Any
     evaluation: Any = None
@@ -163,10 +155,9 @@ def _named_columns(tables: dict[str, Table], spec: TableSpec) -> list[str]:
             f"{private.source}: name the label column: label= in pate.fit, [data] label in a "
             f"config (its columns: {list(private.frame.columns)}) ({NOTHING_DONE})"
         )
-    named = {"label": spec.label, "id": spec.id, "drop": None}
     for split, table in tables.items():
         columns = list(table.frame.columns)
-        for what, column in named.items():
+        for what, column in (("label", spec.label), ("id", spec.id)):
             needed = split != "public" if what == "label" else split == "private"
             if column is not None and needed and column not in columns:
                 raise _refuse(
@@ -326,26 +317,12 @@ def _encoded(tables: dict[str, Table], columns: TableColumns, preprocess) -> tup
     return {split: encoder.transform(frame) for split, frame in frames.items()}, encoder
 
 
-def check_preprocess(preprocess) -> Any:
-    """``preprocess``: ``"auto"``, ``"none"`` or an unfitted scikit-learn transformer."""
-    if isinstance(preprocess, str) and preprocess in PREPROCESS:
-        return preprocess
-    if (
-        not isinstance(preprocess, str)
-        and hasattr(preprocess, "fit")
-        and hasattr(preprocess, "transform")
-    ):
-        return preprocess
-    raise InputTypeError(
-        f'preprocess must be "auto", "none" or an unfitted scikit-learn transformer, got '
-        f"{describe(preprocess)}"
-    )
-
-
 def load_tables(private, spec: TableSpec, classes=None) -> EncodedTables:
     """Read, check and encode the tables ``private``, ``spec.public`` and ``spec.evaluation``
     (None: none given), every check before anything is fitted (the encoder, on public rows)."""
-    preprocess = check_preprocess(spec.preprocess)
+    preprocess = spec.preprocess
+    if not (isinstance(preprocess, str) and preprocess in PREPROCESS):
+        check_transformer(preprocess)
     sources = {"private": private, "public": spec.public, "evaluation": spec.evaluation}
     tables = {s: read_table(src, s) for s, src in sources.items() if src is not None}
     features = _named_columns(tables, spec)

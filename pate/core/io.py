@@ -106,10 +106,10 @@ def atomic_writer(path: PathArg) -> Iterator[BinaryIO]:
             with contextlib.suppress(OSError):  # the original error says more than the cleanup's
                 os.unlink(tmp)
             raise
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
 
 
-def _fsync_dir(folder: pathlib.Path) -> None:
+def fsync_dir(folder: pathlib.Path) -> None:
     """Make a rename in ``folder`` durable (POSIX: fsync the directory); a failure raises, so
     that a caller never takes a write for durable when it may not be."""
     if not hasattr(os, "O_DIRECTORY"):  # Windows: the rename is as durable as it gets

@@ -104,7 +104,7 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
     by_split = dict(zip(("private", "public", "evaluation"), splits))
     for split, part in by_split.items():
         check_in_label_set(part.y, num_classes, f"pate.fit {split} y")
-    check_classes("pate.fit", by_split, num_classes, declared=num_classes)
+    check_classes("pate.fit", len(splits[0]), num_classes)
     data = PateData(
         name=f"memory:{name}",  # the user's name for the records, never derived from them
         private=splits[0],

@@ -13,6 +13,7 @@ import pytest
 
 from pate.analysis.errors import InputError, InputTypeError
 from pate.teachers.data import load_pate_data, table_data
+from pate.teachers.table_encoding import FittedOnPublic
 from pate.teachers.tables import TableSpec, column_lines, load_tables
 
 OUTCOMES = ["home", "readmitted", "died"]
@@ -183,6 +184,9 @@ def test_preprocess_none_and_a_transformer(frames):
     )
     spec = TableSpec(public=public, evaluation=evaluation, preprocess=transformer, **SPEC)
     assert load_tables(private, spec, OUTCOMES).x["private"].shape == (600, 4 + 2 + 4 + 2)
+    declared = FittedOnPublic(transformer.fit(public))  # the user's, declared public-only
+    spec = TableSpec(public=public, evaluation=evaluation, preprocess=declared, **SPEC)
+    assert load_tables(private, spec, OUTCOMES).encoder.transformer is declared.transformer
     with pytest.raises(InputTypeError, match="preprocess must be"):
         load_tables(private, TableSpec(public=public, preprocess="scale", **SPEC), OUTCOMES)
 
