@@ -26,10 +26,7 @@ from pate.student.inputs import refuse_non_public
 
 __all__ = [
     "METHODS",
-    "TRAINING_PARAMS",
-    "OTHER_PARAMS",
     "MIN_STUDENT_STEPS",
-    "MIN_STUDENT_EPOCHS",
     "auto_epochs",
     "short_training_warning",
     "fill_training_length",
@@ -39,40 +36,6 @@ __all__ = [
 ]
 
 METHODS = ("fixmatch", "supervised")
-
-#: Settings that change the trained weights (part of the checkpoint fingerprint).
-TRAINING_PARAMS = (
-    "model",
-    "method",
-    "epochs",
-    "steps_per_epoch",
-    "batch_size",
-    "unlabeled_ratio",
-    "threshold",
-    "unlabeled_weight",
-    "learning_rate",
-    "momentum",
-    "weight_decay",
-    "ema_decay",
-    "flip",
-    "pad",
-    "strong_ops",
-    "cutout",
-    "num_classes",
-    "distribution_alignment",
-    "amp",
-)
-#: The other settings: where and how the run goes, not what it trains.
-OTHER_PARAMS = (
-    "device",
-    "processes",
-    "random_state",
-    "progress",
-    "checkpoint_dir",
-    "resume",
-    "on_epoch_end",
-    "validation",
-)
 
 # ------------------------------------------------------------------------------ training length
 
@@ -240,15 +203,11 @@ def _check_run_options(st: Any) -> None:
 
 
 def resolve_device(spec: Any = "auto") -> torch.device:
-    """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
-
-    The same rules and messages as the teachers (``pate.teachers.devices.resolve_device``).
-    """
+    """``spec`` (or its ``str``, a ``torch.device``) by the teachers' rules and messages
+    (:func:`pate.teachers.devices.resolve_device`)."""
     from pate.teachers.devices import resolve_device as _resolve
 
-    if isinstance(spec, torch.device):
-        spec = str(spec)
-    return torch.device(_resolve(spec))
+    return torch.device(_resolve(str(spec) if isinstance(spec, torch.device) else spec))
 
 
 def seed_from(random_state: Any) -> int | None:

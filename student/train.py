@@ -25,7 +25,13 @@ from torch import nn
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int
 from pate.core.threads import cpu_budget
-from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
+from pate.student.checkpoint import (
+    CHECKPOINT_KEYS,
+    CHECKPOINT_NAME,
+    load_student_file,
+    read_student,
+    write_student,
+)
 from pate.student.draws import Batches, rows_independent, saved_shards, step_shards
 from pate.student.epochs import CheckpointTarget, EpochLoop, train_epochs
 from pate.student.inputs import (
@@ -35,8 +41,6 @@ from pate.student.inputs import (
 )
 from pate.student.parallel import choose_processes
 from pate.student.settings import (
-    OTHER_PARAMS,
-    TRAINING_PARAMS,
     fill_training_length,
     resolve_device,
     seed_from,
@@ -44,7 +48,6 @@ from pate.student.settings import (
     validated_settings,
 )
 from pate.student.trainer import Training, build_network
-from pate.student.weights_file import read_student, write_student
 from pate.teachers.models import auto_model_name
 
 __all__ = [
@@ -171,12 +174,10 @@ class Student(ClassifierMixin, BaseEstimator):
     # ---- scikit-learn conventions (get_params, __repr__, score, clone: BaseEstimator / ClassifierMixin)
 
     def set_params(self, **params: Any) -> Student:
-        valid = set(TRAINING_PARAMS + OTHER_PARAMS)
+        valid = self._get_param_names()
         for name in params:
             if name not in valid:
-                raise InputError(
-                    f"unknown Student parameter {name!r}; valid: {', '.join(sorted(valid))}"
-                )
+                raise InputError(f"unknown Student parameter {name!r}; valid: {', '.join(valid)}")
         return super().set_params(**params)
 
     def __sklearn_tags__(self):
@@ -320,7 +321,7 @@ class Student(ClassifierMixin, BaseEstimator):
         if self.resume and checkpoint_path is not None and checkpoint_path.exists():
             state = load_student_file(
                 checkpoint_path,
-                CHECKPOINT_KEYS,
+                keys=CHECKPOINT_KEYS,
                 remedy=(
                     f"delete {checkpoint_path} (or use a new run directory) to train the student "
                     "from scratch"
@@ -457,7 +458,7 @@ def train_student(
     ``device``, ...). Anything but an array of public inputs and a 1-D labels array is refused
     with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models.
     """
-    valid = set(TRAINING_PARAMS + OTHER_PARAMS) - {"model", "method"}
+    valid = set(Student._get_param_names()) - {"model", "method"}
     unknown = sorted(set(settings) - valid)
     if unknown:
         hint = (
