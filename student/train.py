@@ -25,13 +25,7 @@ from torch import nn
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int
 from pate.core.threads import cpu_budget
-from pate.student.checkpoint import (
-    CHECKPOINT_KEYS,
-    CHECKPOINT_NAME,
-    load_student_file,
-    read_student,
-    write_student,
-)
+from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
 from pate.student.draws import Batches, rows_independent, saved_shards, step_shards
 from pate.student.epochs import CheckpointTarget, EpochLoop, train_epochs
 from pate.student.inputs import (
@@ -48,6 +42,7 @@ from pate.student.settings import (
     validated_settings,
 )
 from pate.student.trainer import Training, build_network
+from pate.student.weights_file import read_student, write_student
 from pate.teachers.models import auto_model_name
 
 __all__ = [
