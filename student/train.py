@@ -49,62 +49,17 @@ __all__ = [
     "train_student",
     "Student",
     "CHECKPOINT_NAME",
-    "STUDENT_CHECKS_EXPECTED_TO_FAIL",
-    "STUDENT_CHECKS_PLATFORM_DEPENDENT",
 ]
 
 logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
-# --------------------------------------------------------------------------- the estimator
-
-_INTEGER_X_REASON = (
-    "integer X is refused by design: a 2-D integer array is what the teachers' votes matrix looks "
-    "like, and votes must never reach the student (real integer features: X.astype(np.float32))"
-)
-
-STUDENT_CHECKS_EXPECTED_TO_FAIL = {
-    "check_estimators_dtypes": _INTEGER_X_REASON,
-    "check_classifier_data_not_an_array": _INTEGER_X_REASON
-    + "; this check's X is an integer array",
-    "check_classifiers_classes": (
-        "-1 marks an unlabelled item (semi-supervised), so this check's labels {-1, 1} are one "
-        "class plus unlabelled data, not two classes"
-    ),
-}
-
-STUDENT_CHECKS_PLATFORM_DEPENDENT = {
-    "check_methods_subset_invariance": (
-        "the network computes in float32 and some CPU BLAS kernels round a batch of one row "
-        "differently from a larger batch, so predict_proba of a subset can differ from the full "
-        "batch by a float32 rounding step (~1e-7), which this check's atol=1e-7, rtol=1e-7 "
-        "rejects; seen on a 16-core machine with torch 2.11, not on a 2-core one with torch 2.14"
-    ),
-}
-
 
 class Student(ClassifierMixin, BaseEstimator):
-    """The student model, a scikit-learn classifier (its contract, labels, soft targets and the
-    FixMatch step: docs/student.md, "The estimator's contract").
-
-    ``fit(X, y)``: ``X`` the public inputs, (N, C, H, W) images in [0, 1] or (N, F) float
-    features; ``y`` one label per item, ``-1`` where unlabelled. Every clone of a
+    """The student model, a scikit-learn classifier: ``fit(X, y)`` on the public inputs ``X``,
+    (N, C, H, W) images in [0, 1] or (N, F) float features, and one released label per item in
+    ``y``, ``-1`` where unlabelled. Its contract, and what each parameter means:
+    docs/student.md, "The estimator's contract" and "Parameters". Every clone of a
     cross-validation trains from scratch (leave ``checkpoint_dir`` None there).
-
-    Parameters: ``model`` ``"auto"`` (cnn28 / cnn32 / cnn8 by image size, else mlp) or a name
-    of ``pate.teachers.models.build_model`` (a model *instance* is refused: the student never
-    starts from teacher weights); ``method`` ``"fixmatch"`` or ``"supervised"``; ``epochs``
-    (None: at least 1000 optimiser steps, :func:`pate.student.settings.auto_epochs`) and
-    ``steps_per_epoch`` (None: one pass over the pool, or the answered items if supervised);
-    ``batch_size`` labelled items a step; FixMatch's ``unlabeled_ratio`` (mu), ``threshold``
-    (tau), ``unlabeled_weight`` (lambda_u), ``distribution_alignment`` (ReMixMatch); SGD's
-    ``learning_rate``, ``momentum``, ``weight_decay`` (cosine decay); ``ema_decay`` (None or in
-    (0, 1): averaged weights predict); ``amp`` (bfloat16 autocast where native; ``precision_``
-    says); augmentation ``flip``, ``pad`` (None: 12.5 % of the side), ``strong_ops``,
-    ``cutout``; ``num_classes`` (None: ``max(labels) + 1``); ``device`` (``"auto"``, ``"cpu"``,
-    ``"cuda"``, ``"cuda:N"``); ``processes`` (``"auto"`` or >= 1 processes sharing each CPU
-    step, the same weights up to float rounding; ``processes_`` says); ``random_state``;
-    ``progress`` (tqdm); ``checkpoint_dir`` and ``resume`` (a per-epoch checkpoint);
-    ``on_epoch_end(epoch, record)``; ``validation`` ``(x, y)`` monitored in ``history_`` only.
     """
 
     def __init__(
@@ -193,11 +148,9 @@ class Student(ClassifierMixin, BaseEstimator):
             tags.non_deterministic = True
         return tags
 
-    # ---- validation
-
     def _validated(self) -> dict:
-        """All settings checked (before any work); returns the training settings as plain values
-        (:func:`pate.student.settings.validated_settings`)."""
+        """All settings checked (before any work), the training settings as plain values (also
+        the config's check of ``[student]``)."""
         return validated_settings(self)
 
     # ---- training
