@@ -34,9 +34,8 @@ __all__ = [
 logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
 ALIGNMENT_MOMENTUM = 0.99  # distribution alignment's running mean: about the last 100 steps
-#: Zoo networks whose weights are kept channels-last on the CPU: the convolutions (oneDNN) and
-#: max-pooling of their training step run faster than in the default layout (measured:
-#: docs/pipeline.md, "Speed"); same arithmetic, rounding-level differences only.
+#: Zoo networks whose weights are kept channels-last on the CPU: faster (docs/pipeline.md,
+#: "Speed"), the same arithmetic up to rounding.
 CHANNELS_LAST_MODELS = ("cnn28", "cnn32", "cnn8")
 
 
@@ -114,16 +113,6 @@ def bf16_native(device: torch.device) -> bool:
     return False
 
 
-def _fusable(params: list[torch.Tensor], device: torch.device) -> bool:
-    """Whether torch's fused SGD takes these weights: float32 (or other floating) tensors on
-    the CPU or a CUDA device."""
-    return (
-        bool(params)
-        and device.type in ("cpu", "cuda")
-        and all(p.is_floating_point() and p.device.type == device.type for p in params)
-    )
-
-
 @dataclass
 class Training:
     """The state of one run (docs/student.md); :meth:`start` makes a fresh one."""
@@ -151,10 +140,7 @@ class Training:
         device: torch.device,
         shards: int = 1,
     ) -> Training:
-        ema = copy.deepcopy(model) if settings["ema_decay"] is not None else None
-        if ema is not None:
-            for p in ema.parameters():
-                p.requires_grad_(False)
+        ema = None if settings["ema_decay"] is None else copy.deepcopy(model).requires_grad_(False)
         params = list(model.parameters())
         optimizer = torch.optim.SGD(
             params,
@@ -162,9 +148,11 @@ class Training:
             momentum=settings["momentum"],
             nesterov=settings["momentum"] > 0,
             weight_decay=settings["weight_decay"],
-            # One kernel per step for all the weights (measured: docs/student.md, "Speed");
-            # the same update, rounded otherwise.
-            fused=_fusable(params, device),
+            # One kernel per step for all the weights (docs/student.md, "Speed"), where torch
+            # has one: floating weights on the CPU or a CUDA device.
+            fused=bool(params)
+            and device.type in ("cpu", "cuda")
+            and all(p.is_floating_point() and p.device.type == device.type for p in params),
         )
         generators = [torch.Generator().manual_seed(s) for s in shard_seeds(seed, shards)]
         # Distribution alignment: running mean of the weak views' predicted class probabilities.
@@ -240,8 +228,7 @@ class Training:
 
 
 #: The rows a step keeps are a multiple of this (unconfident rows, weighted 0, fill it up): a
-#: handful of batch shapes instead of one per count, as oneDNN keeps kernels per shape
-#: (measured: docs/student.md, "Speed").
+#: handful of batch shapes, as oneDNN keeps kernels per shape (docs/student.md, "Speed").
 KEPT_ROWS_MULTIPLE = 16
 
 
@@ -304,21 +291,14 @@ def step(
         pseudo, mask = _pseudo_labels(
             training, draw.unlabelled_weak, settings, num_classes, total=total_u, group=group
         )
-        strong = draw.unlabelled_strong
-        if batches.skip_unconfident:
-            # Rows below the threshold add 0 to the loss and to every gradient: leave them out of
-            # the forward and backward pass (the same loss: the sum over the kept rows divided
-            # by all the unlabelled rows).
-            kept = _kept_rows(mask)
-            logits = training.forward(torch.cat([draw.labelled, strong[kept]]))
-            loss_u = (
-                functional.cross_entropy(logits[bs:], pseudo[kept], reduction="none") * mask[kept]
-            ).sum() / total_u
-        else:
-            logits = training.forward(torch.cat([draw.labelled, strong]))
-            loss_u = (
-                functional.cross_entropy(logits[bs:], pseudo, reduction="none") * mask
-            ).sum() / total_u
+        # Rows below the threshold add 0 to the loss and to every gradient: skip_unconfident
+        # leaves them out of the forward and backward pass (the same loss: the sum over the kept
+        # rows divided by all the unlabelled rows).
+        kept = _kept_rows(mask) if batches.skip_unconfident else slice(None)
+        logits = training.forward(torch.cat([draw.labelled, draw.unlabelled_strong[kept]]))
+        loss_u = (
+            functional.cross_entropy(logits[bs:], pseudo[kept], reduction="none") * mask[kept]
+        ).sum() / total_u
         loss_x = batches.labelled_loss(logits[:bs], draw.rows, total)
         loss = loss_x + settings["unlabeled_weight"] * loss_u
         sums["loss_unlabelled"] += loss_u.detach()
