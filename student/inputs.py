@@ -29,37 +29,15 @@ __all__ = [
 ]
 
 
-def looks_like_pate_data(obj: Any) -> bool:
-    return all(hasattr(obj, a) for a in ("private", "public", "evaluation"))
-
-
-def looks_like_split(obj: Any) -> bool:
-    return hasattr(obj, "x") and hasattr(obj, "y") and not isinstance(obj, np.ndarray)
-
-
-def is_model_like(obj: Any) -> bool:
-    if isinstance(obj, nn.Module):
-        return True
-    if isinstance(obj, (list, tuple)) and obj and all(isinstance(o, nn.Module) for o in obj):
-        return True
-    if (
-        isinstance(obj, dict)
-        and len(obj) > 0
-        and all(isinstance(v, torch.Tensor) for v in obj.values())
-    ):
-        return True  # a state dict (teacher weights)
-    return False
-
-
 def refuse_non_public(obj: Any, name: str) -> None:
     """TypeError for the things that must never reach the student."""
-    if looks_like_pate_data(obj):
+    if all(hasattr(obj, a) for a in ("private", "public", "evaluation")):  # a PateData
         raise InputTypeError(
             f"{name} is a PateData object, which holds the private split; the student may only see "
             "the public inputs. Pass data.public.x as public_x and the released labels "
             "(e.g. <run_dir>/labels.npy) as labels"
         )
-    if looks_like_split(obj):
+    if hasattr(obj, "x") and hasattr(obj, "y") and not isinstance(obj, np.ndarray):
         raise InputTypeError(
             f"{name} is an ArraySplit ({type(obj).__name__}), which carries true labels; pass the "
             "public inputs array (split.x) as public_x and the aggregator's released labels as labels"
@@ -70,7 +48,12 @@ def refuse_non_public(obj: Any, name: str) -> None:
             "receive the teachers' predictions or weights. Vote and aggregate (pate vote, pate "
             "aggregate) and pass the public inputs and the released labels only"
         )
-    if is_model_like(obj):
+    # a model, a non-empty list of models, or a state dict (teacher weights)
+    parts = list(obj.values()) if isinstance(obj, dict) else obj
+    kind = torch.Tensor if isinstance(obj, dict) else nn.Module
+    if isinstance(obj, nn.Module) or (
+        isinstance(obj, (list, tuple, dict)) and parts and all(isinstance(p, kind) for p in parts)
+    ):
         raise InputTypeError(
             f"{name} is a model / teacher ensemble / state dict; the student must never receive "
             "teacher weights. Pass the public inputs and the released labels only"
