@@ -61,16 +61,10 @@ def draw_shards(
 
 
 def _joined(parts: Sequence[StepDraw]) -> StepDraw:
-    def cat(name: str) -> torch.Tensor | None:
-        values = [getattr(part, name) for part in parts]
-        return None if values[0] is None else torch.cat(values)
-
-    return StepDraw(
-        torch.cat([part.rows for part in parts]),
-        torch.cat([part.labelled for part in parts]),
-        cat("unlabelled_weak"),
-        cat("unlabelled_strong"),
-    )
+    """The shards' fields put together (a field None in one, supervised training, is None in
+    all)."""
+    fields = [[getattr(part, f.name) for part in parts] for f in dataclasses.fields(StepDraw)]
+    return StepDraw(*(None if values[0] is None else torch.cat(values) for values in fields))
 
 
 def _epoch(
@@ -213,23 +207,19 @@ def train_epochs(
         slot_size=slot_size,
         threads_each=threads_each,
     ) as group:
-        bar = _progress_bar(training, loop.settings, progress)  # after the fork (see helper)
+        from tqdm.auto import tqdm
+
+        settings = loop.settings
+        bar = tqdm(  # after the fork (see helper)
+            total=settings["epochs"] * settings["steps_per_epoch"],
+            initial=training.start_epoch * settings["steps_per_epoch"],
+            desc=f"student ({settings['method']})",
+            unit="step",
+            file=sys.stderr,
+            disable=not progress,
+            leave=False,
+        )
         try:
             _epochs(training, batches, loop, group, bar, after_epoch=after_epoch)
         finally:
             bar.close()
-
-
-def _progress_bar(training: Training, settings: dict, progress: bool):
-    """The run's tqdm bar over all its steps (on stderr; hidden unless ``progress``)."""
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=settings["epochs"] * settings["steps_per_epoch"],
-        initial=training.start_epoch * settings["steps_per_epoch"],
-        desc=f"student ({settings['method']})",
-        unit="step",
-        file=sys.stderr,
-        disable=not progress,
-        leave=False,
-    )

@@ -266,10 +266,26 @@ def data_parallel(
     context = multiprocessing.get_context("fork")
     barrier = _Barrier(context, processes)
     slots = torch.zeros((2, processes, max(1, slot_size))).share_memory_()
-    shared_states = torch.zeros(states, dtype=torch.uint8).share_memory_()
-    helpers = _helper_processes(
-        context, processes, helper, barrier, slots, shared_states, threads_each
-    )
+    shared = {"slots": slots, "states": torch.zeros(states, dtype=torch.uint8).share_memory_()}
+    parent = os.getpid()
+
+    def parent_alive() -> str | None:  # a helper's waits check that this process is alive
+        return None if os.getppid() == parent else "the training's main process is gone"
+
+    helpers = [
+        context.Process(
+            target=_helper_main,
+            args=(
+                Group(rank, processes, **shared, barrier=barrier, healthy=parent_alive),
+                barrier,
+                helper,
+                threads_each,
+            ),
+            name=f"pate-student-{rank}",
+            daemon=True,
+        )
+        for rank in range(1, processes)
+    ]
 
     def helpers_alive() -> str | None:
         """While the caller waits: any helper that has ended is lost to the training."""
@@ -290,9 +306,7 @@ def data_parallel(
         process.start()
     ok = False
     try:
-        yield Group(
-            0, processes, slots=slots, states=shared_states, barrier=barrier, healthy=helpers_alive
-        )
+        yield Group(0, processes, **shared, barrier=barrier, healthy=helpers_alive)
         ok = True
     except _Aborted:
         _stop(helpers, barrier)
@@ -309,30 +323,6 @@ def data_parallel(
     problem = failed()
     if problem is not None:
         raise ParallelTrainingError(problem)
-
-
-def _helper_processes(context, processes, helper, barrier, slots, states, threads_each) -> list:
-    """The helpers ``1 .. processes - 1``, not started; each sees the group as its rank, and
-    its waits check that this process (its parent) is still alive."""
-    parent = os.getpid()
-
-    def parent_alive() -> str | None:
-        return None if os.getppid() == parent else "the training's main process is gone"
-
-    helpers = []
-    for rank in range(1, processes):
-        group = Group(
-            rank, processes, slots=slots, states=states, barrier=barrier, healthy=parent_alive
-        )
-        helpers.append(
-            context.Process(
-                target=_helper_main,
-                args=(group, barrier, helper, threads_each),
-                name=f"pate-student-{rank}",
-                daemon=True,
-            )
-        )
-    return helpers
 
 
 def _stop(helpers: list, barrier: _Barrier) -> None:
