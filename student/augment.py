@@ -10,16 +10,6 @@ import math
 import torch
 from torch.nn import functional
 
-__all__ = [
-    "FLIP_DATASETS",
-    "IMAGE_OPS",
-    "default_pad",
-    "weak_augment",
-    "strong_augment",
-    "weak_augment_tabular",
-    "strong_augment_tabular",
-]
-
 #: Datasets whose labels survive a horizontal flip. Digits, characters and house numbers do not.
 FLIP_DATASETS = frozenset({"fashion-mnist", "cifar10"})
 

@@ -9,15 +9,6 @@ from __future__ import annotations
 import pathlib
 from typing import Any
 
-__all__ = [
-    "CHECKPOINT_NAME",
-    "FORMAT",
-    "CHECKPOINT_KEYS",
-    "atomic_save",
-    "load_student_file",
-    "not_a_checkpoint",
-]
-
 CHECKPOINT_NAME = "student_checkpoint.pt"
 FORMAT = "pate-learn-student/1"
 

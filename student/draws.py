@@ -18,21 +18,6 @@ from torch.nn import functional
 
 from pate.student import augment as aug
 
-__all__ = [
-    "rows_independent",
-    "STEP_SHARDS",
-    "step_shards",
-    "saved_shards",
-    "shard_seeds",
-    "shard_sizes",
-    "Batches",
-    "StepDraw",
-    "DRAW_BYTES",
-    "MAX_STEPS_PER_DRAW",
-    "steps_per_draw",
-    "draw_steps",
-]
-
 
 def rows_independent(network: nn.Module) -> bool:
     """Whether each row's output depends on that row alone in training mode, so that leaving a

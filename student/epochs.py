@@ -22,8 +22,6 @@ from pate.student.draws import Batches, StepDraw, draw_steps, shard_sizes, steps
 from pate.student.parallel import Group, data_parallel
 from pate.student.trainer import Training, accuracy, step
 
-__all__ = ["EpochLoop", "CheckpointTarget", "draw_shards", "train_epochs"]
-
 
 @dataclasses.dataclass(frozen=True)
 class EpochLoop:

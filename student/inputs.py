@@ -18,16 +18,6 @@ from torch import nn
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import describe
 
-__all__ = [
-    "check_inputs",
-    "check_public_x",
-    "check_labels",
-    "check_soft_targets",
-    "refuse_non_public",
-    "as_array",
-    "unlabelled_mask",
-]
-
 
 def refuse_non_public(obj: Any, name: str) -> None:
     """TypeError for the things that must never reach the student."""

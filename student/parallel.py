@@ -18,17 +18,6 @@ from typing import Any, cast
 
 import torch
 
-__all__ = [
-    "POLL_S",
-    "fork_available",
-    "autograd_survives_fork",
-    "choose_processes",
-    "Group",
-    "SINGLE",
-    "data_parallel",
-    "ParallelTrainingError",
-]
-
 logger = logging.getLogger("pate.student")
 
 #: A waiting process checks every this many seconds that its peers are alive.

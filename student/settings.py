@@ -24,17 +24,6 @@ from pate.analysis.validation import (
 from pate.student import augment as aug
 from pate.student.inputs import refuse_non_public
 
-__all__ = [
-    "METHODS",
-    "MIN_STUDENT_STEPS",
-    "auto_epochs",
-    "short_training_warning",
-    "fill_training_length",
-    "validated_settings",
-    "resolve_device",
-    "seed_from",
-]
-
 METHODS = ("fixmatch", "supervised")
 
 # ------------------------------------------------------------------------------ training length

@@ -20,17 +20,6 @@ from pate.student.checkpoint import FORMAT, not_a_checkpoint
 from pate.student.draws import Batches, StepDraw, shard_seeds
 from pate.student.parallel import SINGLE, Group
 
-__all__ = [
-    "Standardize",
-    "input_stats",
-    "build_network",
-    "bf16_native",
-    "Training",
-    "step",
-    "accuracy",
-    "ALIGNMENT_MOMENTUM",
-]
-
 logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
 ALIGNMENT_MOMENTUM = 0.99  # distribution alignment's running mean: about the last 100 steps

@@ -17,8 +17,6 @@ from pate.student.checkpoint import FORMAT, atomic_save, load_student_file, not_
 from pate.student.settings import resolve_device
 from pate.student.trainer import Standardize
 
-__all__ = ["write_student", "read_student"]
-
 
 def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
     """Write the fitted ``student``'s weights and settings to ``path`` atomically; its
