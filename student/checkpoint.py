@@ -12,21 +12,9 @@ from typing import Any
 CHECKPOINT_NAME = "student_checkpoint.pt"
 FORMAT = "pate-learn-student/1"
 
-#: The keys of the per-epoch checkpoint (checked on load, before its fingerprint is compared).
-CHECKPOINT_KEYS = frozenset(
-    {
-        "format",
-        "fingerprint",
-        "seed",
-        "epoch",
-        "model",
-        "ema",
-        "optimizer",
-        "generators",
-        "prediction_mean",
-        "history",
-    }
-)
+#: The keys of the per-epoch checkpoint read before it is restored (a damaged checkpoint
+#: missing any other is refused by ``Training.restore``).
+CHECKPOINT_KEYS = frozenset({"fingerprint", "seed"})
 
 
 def atomic_save(obj: Any, path: pathlib.Path) -> None:

@@ -19,6 +19,7 @@ from pate.analysis.validation import (
     check_int,
     check_nonnegative,
     check_positive,
+    check_unit_interval,
     describe,
 )
 from pate.student import augment as aug
@@ -74,19 +75,47 @@ def fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> bo
 # ------------------------------------------------------------------------------ the checks
 
 
+#: The integer settings and their minimum.
+_INTEGERS = {
+    "epochs": 1,
+    "steps_per_epoch": 1,
+    "batch_size": 1,
+    "unlabeled_ratio": 1,
+    "pad": 0,
+    "strong_ops": 0,
+    "num_classes": 2,
+}
+#: The real settings and their check; ``momentum`` and ``ema_decay`` must also be below 1.
+_REALS = {
+    "threshold": check_unit_interval,  # a confidence
+    "unlabeled_weight": check_nonnegative,
+    "learning_rate": check_positive,
+    "momentum": check_nonnegative,
+    "weight_decay": check_nonnegative,
+    "ema_decay": check_positive,
+    "cutout": check_unit_interval,  # a fraction of the image side
+}
+#: The settings whose default, None, is filled in or means "off".
+_OPTIONAL = ("epochs", "steps_per_epoch", "pad", "num_classes", "ema_decay")
+
+
 def validated_settings(student: Any) -> dict:
     """All settings of ``student`` (a :class:`pate.student.train.Student`) checked, before any
     work; returns the training settings as plain values (a ``TypeError`` or ``ValueError``
     naming the first bad setting otherwise)."""
     s = {"model": _checked_model(student.model)}
     s["method"] = check_choice(student.method, "method", METHODS)
-    s.update(_checked_optimisation(student))
-    s.update(_checked_augmentation(student))
-    s["num_classes"] = (
-        None
-        if student.num_classes is None
-        else check_int(student.num_classes, "num_classes", minimum=2)
-    )
+    for name in (*_INTEGERS, *_REALS, "distribution_alignment", "amp", "flip"):
+        value = getattr(student, name)
+        if value is None and name in _OPTIONAL:
+            s[name] = None
+        elif name in _INTEGERS:
+            s[name] = check_int(value, name, minimum=_INTEGERS[name])
+        else:
+            s[name] = _REALS[name](value, name) if name in _REALS else check_bool(value, name)
+    for name, interval in (("momentum", "[0, 1)"), ("ema_decay", "(0, 1) or None")):
+        if s[name] is not None and s[name] >= 1:
+            raise InputError(f"{name} must be in {interval}, got {s[name]!r}")
     _check_run_options(student)
     return s
 
@@ -114,49 +143,6 @@ def _checked_model(model: Any) -> str:
             f"'package.module:factory', got {model!r}"
         )
     return model
-
-
-def _checked_optimisation(st: Any) -> dict:
-    """The training length, batches, FixMatch's threshold and weight, SGD and the EMA."""
-    s: dict[str, Any] = {}
-    s["epochs"] = None if st.epochs is None else check_int(st.epochs, "epochs", minimum=1)
-    s["steps_per_epoch"] = (
-        None
-        if st.steps_per_epoch is None
-        else check_int(st.steps_per_epoch, "steps_per_epoch", minimum=1)
-    )
-    s["batch_size"] = check_int(st.batch_size, "batch_size", minimum=1)
-    s["unlabeled_ratio"] = check_int(st.unlabeled_ratio, "unlabeled_ratio", minimum=1)
-    s["threshold"] = check_nonnegative(st.threshold, "threshold")
-    if s["threshold"] > 1:
-        raise InputError(f"threshold is a confidence in [0, 1], got {s['threshold']!r}")
-    s["unlabeled_weight"] = check_nonnegative(st.unlabeled_weight, "unlabeled_weight")
-    s["learning_rate"] = check_positive(st.learning_rate, "learning_rate")
-    s["momentum"] = check_nonnegative(st.momentum, "momentum")
-    if s["momentum"] >= 1:
-        raise InputError(f"momentum must be in [0, 1), got {s['momentum']!r}")
-    s["weight_decay"] = check_nonnegative(st.weight_decay, "weight_decay")
-    if st.ema_decay is None:
-        s["ema_decay"] = None
-    else:
-        s["ema_decay"] = check_positive(st.ema_decay, "ema_decay")
-        if s["ema_decay"] >= 1:
-            raise InputError(f"ema_decay must be in (0, 1) or None, got {s['ema_decay']!r}")
-    return s
-
-
-def _checked_augmentation(st: Any) -> dict:
-    """Distribution alignment and the augmentations' settings."""
-    s: dict[str, Any] = {}
-    s["distribution_alignment"] = check_bool(st.distribution_alignment, "distribution_alignment")
-    s["amp"] = check_bool(st.amp, "amp")
-    s["flip"] = check_bool(st.flip, "flip")
-    s["pad"] = None if st.pad is None else check_int(st.pad, "pad", minimum=0)
-    s["strong_ops"] = check_int(st.strong_ops, "strong_ops", minimum=0)
-    s["cutout"] = check_nonnegative(st.cutout, "cutout")
-    if s["cutout"] > 1:
-        raise InputError(f"cutout is a fraction of the image side in [0, 1], got {s['cutout']!r}")
-    return s
 
 
 def _check_run_options(st: Any) -> None:

@@ -43,12 +43,9 @@ class Standardize(nn.Module):
 
 def input_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel (images) or per-feature (tabular) mean/std, shaped for broadcasting."""
-    if x.ndim == 4:
-        mean = x.mean(axis=(0, 2, 3), dtype=np.float64)[None, :, None, None]
-        std = x.std(axis=(0, 2, 3), dtype=np.float64)[None, :, None, None]
-    else:
-        mean = x.mean(axis=0, dtype=np.float64)[None, :]
-        std = x.std(axis=0, dtype=np.float64)[None, :]
+    axes = (0, 2, 3) if x.ndim == 4 else (0,)
+    mean = x.mean(axis=axes, dtype=np.float64, keepdims=True)
+    std = x.std(axis=axes, dtype=np.float64, keepdims=True)
     std = np.where(std > 1e-6, std, 1.0)
     return mean.astype(np.float32), std.astype(np.float32)
 
