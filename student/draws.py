@@ -1,8 +1,6 @@
-"""The random draws of the student's steps: a step's batch drawn as shards, each from its own
-generator (:func:`step_shards`; one on a GPU), the public pool on the device and what a step
-draws from it (:class:`Batches`: labelled and unlabelled rows, weak and strong views, the
-labelled loss), and the views of a chunk of steps drawn together (:func:`draw_steps`, each
-augmentation called once per chunk, never across the end of an epoch). A checkpoint holds the
+"""The random draws of the student's steps: a step's batch as shards, each from its own
+generator (:func:`step_shards`), the pool and a step's draws from it (:class:`Batches`), and
+a chunk of steps' views drawn together (:func:`draw_steps`). A checkpoint holds the
 generators' states, so a resumed run draws what an uninterrupted one would have drawn.
 """
 

@@ -1,9 +1,7 @@
-"""The released student that takes raw table rows: the table encoder (fitted on public rows only,
-:mod:`pate.teachers.table_encoding`) in front of the student, and the declared class names
-behind it. Its file ``student_encoder.json`` lies beside ``student.pt`` in a run directory and
-in an exported bundle (:data:`pate.run.rundir.STUDENT_ENCODER`); it holds the built-in encoder's
-public statistics as JSON, or, for a user's own scikit-learn transformer (never stored: no
-pickles), its name and columns, and the loader then takes the fitted transformer as an argument.
+"""The released student that takes raw table rows: the public-fitted table encoder
+(:mod:`pate.teachers.table_encoding`) in front of the student and the declared class names
+behind it, stored as ``student_encoder.json`` beside ``student.pt`` (a user's own transformer
+is never stored, no pickles: its loader takes it as an argument; docs/publishing.md).
 """
 
 from __future__ import annotations

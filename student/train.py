@@ -1,8 +1,6 @@
-"""Training the student, the only model PATE releases: supervised or semi-supervised (FixMatch)
-on the privately labelled public split (:func:`train_student`, the scikit-learn estimator
-:class:`Student`; methods, settings, labels and soft targets: docs/student.md). Only public
-inputs and released labels reach it -- never the private split, the votes or the teachers --
-and the API refuses anything else with a ``TypeError``; ``-1`` marks an unlabelled item.
+"""Training the student, the only model PATE releases, on the public inputs and their released
+labels alone (:func:`train_student`, the scikit-learn estimator :class:`Student`; more:
+docs/student.md).
 """
 
 from __future__ import annotations
@@ -156,14 +154,10 @@ class Student(ClassifierMixin, BaseEstimator):
     # ---- training
 
     def fit(self, X: Any, y: Any, *, soft_targets: Any = None) -> Student:
-        """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered).
-
-        ``soft_targets``: None, or (N, len(classes_)) class probabilities that replace the
-        one-hot labels in the labelled loss (docs/student.md, "The estimator's contract").
-        Returns ``self``. Only the public inputs and the released labels may be passed: the
-        private split, a ``PateData``, an ``ArraySplit``, votes, teacher predictions or teacher
-        models are refused with a ``TypeError``.
-        """
+        """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered);
+        ``soft_targets``: None, or (N, len(classes_)) class probabilities replacing the one-hot
+        labels. Anything else that reaches it (the private split, votes, teachers) is refused
+        with a ``TypeError`` (docs/student.md, "The estimator's contract")."""
         return self._fit(X, y, names=("X", "y"), soft_targets=soft_targets)
 
     def _fit(self, X: Any, y: Any, *, names: tuple[str, str], soft_targets: Any = None) -> Student:
@@ -378,15 +372,14 @@ class Student(ClassifierMixin, BaseEstimator):
     # ---- persistence
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
-        """Write the fitted weights and settings to ``path`` atomically (a run output: never commit it)."""
+        """Write the fitted weights and settings to ``path`` atomically."""
         self._check_fitted()
         return write_student(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Student:
-        """A fitted Student from a file written by :meth:`save`, read with ``weights_only=True``
-        (no code in the file runs). Any other file -- a pickle of other objects, a damaged or
-        foreign one -- raises :class:`pate.teachers.checkpoint.CheckpointError` naming it."""
+        """A fitted Student from a file written by :meth:`save` (no code in the file runs;
+        :func:`pate.student.weights_file.read_student`)."""
         return read_student(cls, path, device=device, model=model)
 
 
@@ -399,22 +392,15 @@ def train_student(
     soft_targets: Any = None,
     **settings: Any,
 ) -> Student:
-    """Fit a :class:`Student` on the public inputs and the released labels (-1 = unanswered).
-
-    ``soft_targets``: None, or class probabilities per item (:meth:`Student.fit`).
-    ``settings`` are the other :class:`Student` parameters (``epochs``, ``random_state``,
-    ``device``, ...). Anything but an array of public inputs and a 1-D labels array is refused
-    with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models.
-    """
+    """:meth:`Student.fit` of a ``Student(model=model, method=method, **settings)``; an unknown
+    setting (``votes=``, ``teachers=``, ...) is refused with a ``TypeError``."""
     valid = set(Student._get_param_names()) - {"model", "method"}
     unknown = sorted(set(settings) - valid)
     if unknown:
+        never = {"votes", "teachers", "teacher", "private", "private_x", "data"} & set(unknown)
         hint = (
             " -- the student must never receive the teachers' votes, models or private data"
-            if any(
-                k in ("votes", "teachers", "teacher", "private", "private_x", "data")
-                for k in unknown
-            )
+            if never
             else ""
         )
         raise InputTypeError(
