@@ -23,9 +23,6 @@ def _signs(n: int, generator: torch.Generator, device: torch.device) -> torch.Te
     return (torch.randint(0, 2, (n,), generator=generator) * 2 - 1).to(device, torch.float32)
 
 
-# --------------------------------------------------------------------------- weak (images)
-
-
 def weak_augment(
     x: torch.Tensor, *, generator: torch.Generator, flip: bool, pad: int
 ) -> torch.Tensor:
@@ -63,9 +60,6 @@ def _source_index(position: torch.Tensor, size: int, mode: str) -> torch.Tensor:
         return position.clamp(0, size - 1)
     position = position.abs()  # reflect at 0: -k -> k
     return torch.where(position > size - 1, 2 * (size - 1) - position, position)
-
-
-# --------------------------------------------------------------------------- strong (images)
 
 
 def _enhance(x: torch.Tensor, other: torch.Tensor, m: torch.Tensor, g) -> torch.Tensor:
@@ -125,13 +119,9 @@ def _op_color(x, m, g):
 
 def _op_sharpness(x, m, g):
     c = x.shape[1]
-    kernel = (
-        torch.tensor(
-            [[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], device=x.device, dtype=x.dtype
-        )
-        / 13.0
-    )
-    kernel = kernel.expand(c, 1, 3, 3)
+    kernel = torch.ones(3, 3, device=x.device, dtype=x.dtype)  # PIL's SMOOTH filter
+    kernel[1, 1] = 5.0
+    kernel = (kernel / 13.0).expand(c, 1, 3, 3)
     smooth = functional.conv2d(functional.pad(x, (1, 1, 1, 1), mode="replicate"), kernel, groups=c)
     return _enhance(x, smooth, m, g)
 
@@ -262,9 +252,6 @@ def strong_augment(
     if cutout > 0:
         out = _cutout(out, generator=generator, size_fraction=cutout, fill=fill)
     return out
-
-
-# --------------------------------------------------------------------------- tabular
 
 
 def weak_augment_tabular(

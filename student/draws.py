@@ -161,9 +161,7 @@ class StepDraw:
 
 
 #: The augmented views of a chunk of steps are drawn together, at most this many bytes of them:
-#: one call per augmentation for the chunk instead of one per step (FixMatch's step on 28x28
-#: images augments 224 small images in some 60 tensor operations; measured: docs/student.md,
-#: "Speed"). Each image draws its own augmentation either way.
+#: one call per augmentation for the chunk instead of one per step (docs/student.md, "Speed").
 DRAW_BYTES = 16 * 2**20
 #: ... and at most this many steps per chunk.
 MAX_STEPS_PER_DRAW = 32

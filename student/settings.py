@@ -27,7 +27,6 @@ from pate.student.inputs import refuse_non_public
 
 METHODS = ("fixmatch", "supervised")
 
-# ------------------------------------------------------------------------------ training length
 
 #: ``epochs=None`` (the default, "auto"): at least this many optimiser steps in all, whatever the
 #: number of labelled or public items (why, measured: docs/student.md, "Training length").
@@ -70,9 +69,6 @@ def fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> bo
     if settings["epochs"] is None:
         settings["epochs"] = auto_epochs(settings["steps_per_epoch"])
     return short
-
-
-# ------------------------------------------------------------------------------ the checks
 
 
 #: The integer settings and their minimum.
@@ -172,9 +168,6 @@ def _check_run_options(st: Any) -> None:
             or vx.shape[0] != vy.shape[0]
         ):
             raise InputError("validation must be (x, y) numpy arrays with one label per row of x")
-
-
-# ------------------------------------------------------------------------------ helpers
 
 
 def resolve_device(spec: Any = "auto") -> torch.device:

@@ -119,8 +119,6 @@ class Student(ClassifierMixin, BaseEstimator):
         self.on_epoch_end = on_epoch_end
         self.validation = validation
 
-    # ---- scikit-learn conventions (get_params, __repr__, score, clone: BaseEstimator / ClassifierMixin)
-
     def set_params(self, **params: Any) -> Student:
         valid = self._get_param_names()
         for name in params:
@@ -150,8 +148,6 @@ class Student(ClassifierMixin, BaseEstimator):
         """All settings checked (before any work), the training settings as plain values (also
         the config's check of ``[student]``)."""
         return validated_settings(self)
-
-    # ---- training
 
     def fit(self, X: Any, y: Any, *, soft_targets: Any = None) -> Student:
         """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered);
@@ -304,8 +300,6 @@ class Student(ClassifierMixin, BaseEstimator):
         h.update(json.dumps({**settings, "model_name": model_name}, sort_keys=True).encode())
         return h.hexdigest()
 
-    # ---- prediction
-
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "model_")
 
@@ -344,8 +338,6 @@ class Student(ClassifierMixin, BaseEstimator):
         proba = self.predict_proba(X)
         return self.classes_[proba.argmax(axis=1)]
 
-    # ---- the released model of a class-means run: the student times its labelling rule
-
     def combine_with_rule(self, head: nn.Module, *, temperature: float) -> Student:
         """Release ``softmax(log p_S + log softmax(temperature * head(x)))`` instead of p_S: the
         fitted student times its labelling rule (:mod:`pate.student.rule_product`; ``head`` a
@@ -368,8 +360,6 @@ class Student(ClassifierMixin, BaseEstimator):
             "temperature": float(temperature),
         }
         return self
-
-    # ---- persistence
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
         """Write the fitted weights and settings to ``path`` atomically."""
