@@ -26,11 +26,8 @@ def _signs(n: int, generator: torch.Generator, device: torch.device) -> torch.Te
 def weak_augment(
     x: torch.Tensor, *, generator: torch.Generator, flip: bool, pad: int
 ) -> torch.Tensor:
-    """Random horizontal flip (if ``flip``) and random translation by up to ``pad`` pixels.
-
-    Translation is reflect-padding by ``pad`` then a random ``H x W`` crop per image, as in
-    FixMatch's weak augmentation. Returns a new tensor of the same shape.
-    """
+    """A new tensor: a random horizontal flip (if ``flip``) and translation by up to ``pad``
+    pixels (reflect-pad, then a random crop per image), FixMatch's weak view."""
     n, c, h, w = x.shape
     device = x.device
     flip_mask = (torch.rand(n, generator=generator) < 0.5).to(device) if flip else None
@@ -218,11 +215,8 @@ def strong_augment(
     cutout: float = 0.5,
     fill: float = 0.5,
 ) -> torch.Tensor:
-    """RandAugment (``num_ops`` random ops, random magnitudes) followed by Cutout.
-
-    ``x``: (N, C, H, W) in [0, 1]. Each image draws its own operations and magnitudes.
-    ``cutout``: the largest Cutout side as a fraction of the image side (0 disables it).
-    """
+    """RandAugment (per image, ``num_ops`` random ops at random magnitudes) then Cutout of a side
+    up to ``cutout`` x the image side (0: none), on ``x`` (N, C, H, W) in [0, 1]."""
     n = x.shape[0]
     device = x.device
     out = x

@@ -67,12 +67,10 @@ def as_array(obj: Any, name: str, what: str) -> np.ndarray:
 
 
 def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
-    """Inputs as a C-contiguous, writeable float32 array (N, C, H, W) or (N, F).
-
-    Refused: the things that must never reach the student (:func:`refuse_non_public`),
-    integer arrays (a 2-D one looks like a votes matrix), complex, sparse, NaN/inf, other ranks,
-    and (``fit``) no rows or (tabular) no features.
-    """
+    """Inputs as a C-contiguous, writeable float32 array (N, C, H, W) or (N, F). Refused: what
+    must never reach the student (:func:`refuse_non_public`), integer arrays (a 2-D one looks
+    like a votes matrix), complex, sparse, NaN/inf, other ranks, and (``fit``) no rows or
+    (tabular) no features."""
     refuse_non_public(x, name)
     x = as_array(x, name, "a numpy array of public inputs (or an array-like of floats)")
     if x.dtype == object:
@@ -135,12 +133,10 @@ def unlabelled_mask(y: np.ndarray) -> np.ndarray:
 def check_labels(
     labels: Any, num_public: int, num_classes: int | None, name: str = "labels"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(encoded, classes)``: int64 class indices (-1 = unlabelled) and ``classes_``.
-
-    Labels: docs/student.md, "The estimator's contract". Refused: votes matrices, per-teacher predictions,
+    """``(encoded, classes)``: int64 class indices (-1 = unlabelled) and ``classes_``
+    (docs/student.md, "The estimator's contract"). Refused: votes, per-teacher predictions,
     probabilities, continuous targets, labels below -1 or at/above ``num_classes``, no answered
-    item, and a single class when ``num_classes`` is not given.
-    """
+    item, and a single class when ``num_classes`` is not given."""
     refuse_non_public(labels, name)
     if labels is None:
         raise InputError(

@@ -50,38 +50,32 @@ def autograd_survives_fork() -> bool:
 
 def choose_processes(requested: int | str, *, shards: int, device: torch.device, cpus: int) -> int:
     """How many processes train: ``requested`` (an int, or ``"auto"``: ``cpus``, the CPUs the
-    training may use) at most ``shards`` (a step cannot be split further); 1 on a GPU, where
-    ``fork`` is unavailable or cannot carry autograd (:func:`autograd_survives_fork`), in a
-    daemonic process (a ``multiprocessing`` pool's worker), or for one shard."""
+    training may use) at most ``shards`` (a step cannot be split further); 1 where one of the
+    reasons below holds (a daemonic process, a pool's worker, may not start processes)."""
     wanted = max(1, cpus) if requested == "auto" else int(requested)
-    daemon = multiprocessing.current_process().daemon  # may not start processes of its own
-    forks = fork_available() and autograd_survives_fork()
-    if device.type != "cpu" or shards < 2 or not forks or daemon:
-        if requested != "auto" and wanted > 1:
-            why = (
-                f"the device is {device.type}"
-                if device.type != "cpu"
-                else "the network's rows are not independent (BatchNorm or a layer of its own)"
-                if shards < 2
-                else "this is a daemonic process"
-                if daemon
-                else "processes cannot be forked here"
-                if not fork_available()
-                else "torch sees a GPU, and autograd cannot run in a process forked then"
-            )
-            logger.info("student: processes=%d: training in one process (%s)", wanted, why)
-        return 1
-    return max(1, min(wanted, shards))
+    reasons = (
+        (device.type != "cpu", f"the device is {device.type}"),
+        (shards < 2, "the network's rows are not independent (BatchNorm or a layer of its own)"),
+        (multiprocessing.current_process().daemon, "this is a daemonic process"),
+        (not fork_available(), "processes cannot be forked here"),
+        (
+            not autograd_survives_fork(),
+            "torch sees a GPU, and autograd cannot run in a process forked then",
+        ),
+    )
+    why = next((reason for holds, reason in reasons if holds), None)
+    if why is None:
+        return max(1, min(wanted, shards))
+    if requested != "auto" and wanted > 1:
+        logger.info("student: processes=%d: training in one process (%s)", wanted, why)
+    return 1
 
 
 class _Barrier:
-    """A barrier whose waits poll for lost peers (``multiprocessing.Barrier`` cannot: its
-    timeout breaks it for good), and whose last arrival goes on at once.
-
-    Each party waits on a semaphore of its own, which the last party to arrive releases
-    without waiting for anyone (why not a ``multiprocessing.Condition``: docs/threads.md). The
-    last arrival of a generation releases only the parties counted in it, so a fast party can
-    never pass a later generation on a release meant for a slow one."""
+    """A barrier whose waits poll for lost peers (``multiprocessing.Barrier``'s timeout breaks
+    it for good), and whose last arrival goes on at once: each party waits on a semaphore of
+    its own, released by the last to arrive for the parties of its generation only (so a fast
+    party never passes a later generation on a slow one's release; docs/threads.md)."""
 
     def __init__(self, context: Any, parties: int) -> None:
         self.parties = parties

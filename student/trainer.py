@@ -93,10 +93,8 @@ def bf16_native(device: torch.device) -> bool:
     emulate them, slower than float32)."""
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported())
-    if device.type == "cpu":
-        probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
-        return bool(probe()) if probe is not None else False
-    return False
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return device.type == "cpu" and probe is not None and bool(probe())
 
 
 @dataclass

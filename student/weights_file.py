@@ -50,8 +50,7 @@ def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
 
 def read_student(cls: type, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Any:
     """A fitted ``cls`` (the Student class) from a file written by :func:`write_student`; any
-    other file, or one missing what it writes, raises
-    :class:`pate.teachers.checkpoint.CheckpointError` naming it."""
+    other file raises :class:`pate.teachers.checkpoint.CheckpointError` naming it."""
     path = pathlib.Path(path)
     if not path.exists():
         raise FileNotFoundError(
