@@ -99,16 +99,10 @@ def _epoch(
     if group.size > 1:  # each process summed its share of every step's losses
         mine = torch.stack([torch.as_tensor(sums[k], dtype=torch.float32) for k in names])
         sums = dict(zip(names, group.all_sum(mine).tolist(), strict=True))
-    record = {
-        "epoch": epoch + 1,
-        "steps": (epoch + 1) * n,
-        "lr": lr,
-        "loss_labelled": float(sums["loss_labelled"]) / n,
-        "seconds": time.perf_counter() - t0,
-    }
-    if settings["method"] == "fixmatch":
-        record["loss_unlabelled"] = float(sums["loss_unlabelled"]) / n
-        record["mask_rate"] = float(sums["mask_rate"]) / n
+    kept = names if settings["method"] == "fixmatch" else names[:1]
+    record = {"epoch": epoch + 1, "steps": (epoch + 1) * n, "lr": lr}
+    record.update({name: float(sums[name]) / n for name in kept})
+    record["seconds"] = time.perf_counter() - t0
     if loop.validation is not None:
         record["validation_accuracy"] = accuracy(
             training.final, *loop.validation, device=loop.device

@@ -169,7 +169,7 @@ class Student(ClassifierMixin, BaseEstimator):
         )
         labelled = np.flatnonzero(y_np >= 0)
         short = fill_training_length(settings, x_np, labelled.size)
-        fingerprint = self._fingerprint(x_np, y_np, settings, model_name, targets_np)
+        fingerprint = _fingerprint({**settings, "model_name": model_name}, x_np, y_np, targets_np)
         checkpoint_path = (
             None
             if self.checkpoint_dir is None
@@ -283,23 +283,6 @@ class Student(ClassifierMixin, BaseEstimator):
             seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
         return state, seed
 
-    def _fingerprint(
-        self,
-        x: np.ndarray,
-        y: np.ndarray,
-        settings: dict,
-        model_name: str,
-        soft_targets: np.ndarray | None = None,
-    ) -> str:
-        h = hashlib.sha256()
-        h.update(repr((x.shape, str(x.dtype))).encode())
-        h.update(x.tobytes())
-        h.update(y.tobytes())
-        if soft_targets is not None:
-            h.update(soft_targets.tobytes())
-        h.update(json.dumps({**settings, "model_name": model_name}, sort_keys=True).encode())
-        return h.hexdigest()
-
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "model_")
 
@@ -371,6 +354,17 @@ class Student(ClassifierMixin, BaseEstimator):
         """A fitted Student from a file written by :meth:`save` (no code in the file runs;
         :func:`pate.student.weights_file.read_student`)."""
         return read_student(cls, path, device=device, model=model)
+
+
+def _fingerprint(settings: dict, x: np.ndarray, *arrays: np.ndarray | None) -> str:
+    """What a checkpoint is checked against: the inputs' shape, dtype and bytes, the other
+    arrays' bytes (None: left out) and the settings."""
+    digest = hashlib.sha256(repr((x.shape, str(x.dtype))).encode())
+    for array in (x, *arrays):
+        if array is not None:
+            digest.update(array.tobytes())
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return digest.hexdigest()
 
 
 def train_student(
