@@ -141,21 +141,10 @@ def _affine(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     )
 
 
-def _identity_theta(n: int, device: torch.device) -> torch.Tensor:
-    theta = torch.zeros(n, 2, 3, device=device)
-    theta[:, 0, 0] = 1.0
-    theta[:, 1, 1] = 1.0
-    return theta
-
-
 def _op_rotate(x, m, g):
     angle = _signs(len(m), g, x.device) * m * (30.0 * math.pi / 180.0)
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 0, 0] = torch.cos(angle)
-    theta[:, 0, 1] = -torch.sin(angle)
-    theta[:, 1, 0] = torch.sin(angle)
-    theta[:, 1, 1] = torch.cos(angle)
-    return _affine(x, theta)
+    cos, sin, zero = torch.cos(angle), torch.sin(angle), torch.zeros_like(angle)
+    return _affine(x, torch.stack([cos, -sin, zero, sin, cos, zero], dim=1).view(-1, 2, 3))
 
 
 def _shift_op(row: int, column: int, factor: float):
@@ -163,7 +152,7 @@ def _shift_op(row: int, column: int, factor: float):
     units span 2) by up to 0.3."""
 
     def op(x, m, g):
-        theta = _identity_theta(len(m), x.device)
+        theta = torch.eye(2, 3, device=x.device).repeat(len(m), 1, 1)
         theta[:, row, column] = _signs(len(m), g, x.device) * 0.3 * m * factor
         return _affine(x, theta)
 

@@ -118,18 +118,6 @@ def check_public_x(public_x: Any) -> np.ndarray:
     return check_inputs(public_x, "public_x", fit=True)
 
 
-def unlabelled_mask(y: np.ndarray) -> np.ndarray:
-    """Where an object array holds the integer -1 (the unlabelled marker)."""
-    return np.fromiter(
-        (
-            isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool) and v == -1
-            for v in y
-        ),
-        dtype=bool,
-        count=y.shape[0],
-    )
-
-
 def check_labels(
     labels: Any, num_public: int, num_classes: int | None, name: str = "labels"
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -224,7 +212,13 @@ def _encode_class_labels(
             f"{name} must hold class indices (-1 = unanswered) or class labels "
             f"(strings, booleans), got {describe(labels)}"
         )
-    answered = ~unlabelled_mask(labels) if kind == "O" else np.ones(labels.shape[0], dtype=bool)
+    answered = np.ones(labels.shape[0], dtype=bool)
+    if kind == "O":  # an integer -1 (not True, not -1.0) marks an unlabelled item
+        integer = (numbers.Integral, np.integer)
+        answered = np.array(
+            [not (isinstance(v, integer) and not isinstance(v, bool) and v == -1) for v in labels],
+            dtype=bool,
+        )
     if not answered.any():
         raise InputError(
             f"{name} has no answered item (all -1): the student needs at least one label"

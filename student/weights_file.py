@@ -69,11 +69,12 @@ def read_student(cls: type, path: str | os.PathLike, *, device: str = "cpu", mod
         raise not_a_checkpoint(path, exc, remedy=remedy) from None
 
 
-def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
-    """The saved network rebuilt (with the rule head of a class-means run) and its weights
-    loaded."""
+def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model) -> Any:
+    """The saved network rebuilt (with the rule head of a class-means run), its weights loaded,
+    in a fitted ``cls``."""
     from pate.teachers.models import build_model
 
+    settings = dict(blob["settings"])
     input_shape = tuple(int(s) for s in blob["input_shape"])
     num_classes = int(blob["num_classes"])
     name = blob["model_name"]
@@ -103,13 +104,6 @@ def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
         )
         network = RuleProduct(network, head, float(product["temperature"]))
     network.load_state_dict(state)
-    return network
-
-
-def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model) -> Any:
-    settings = dict(blob["settings"])
-    input_shape = tuple(int(s) for s in blob["input_shape"])
-    network = _network(path, blob, model=model)
     dev = resolve_device(device)
     network.to(dev).eval()
     student = cls(
@@ -123,12 +117,12 @@ def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model)
     student.classes_ = np.asarray(blob["classes"])
     student.n_features_in_ = input_shape[0]
     student.model_name_ = blob["model_name"]
-    student.num_classes_ = int(blob["num_classes"])
+    student.num_classes_ = num_classes
     student.input_shape_ = input_shape
     student.history_ = list(blob["history"])
     student.seed_ = blob["seed"]
     student.device_ = dev
     student.settings_ = settings
     student.n_labelled_ = int(blob["n_labelled"])
-    student.rule_product_ = blob["rule_product"] or None
+    student.rule_product_ = product or None
     return student
