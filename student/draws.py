@@ -18,10 +18,8 @@ from pate.student import augment as aug
 
 
 def rows_independent(network: nn.Module) -> bool:
-    """Whether each row's output depends on that row alone in training mode, so that leaving a
-    row out of a batch changes no other row's output or gradient: no BatchNorm (its batch
-    statistics couple the rows), and every layer one of torch.nn's or pate's own (a custom
-    layer might couple them; it is not guessed at)."""
+    """Whether each row's output and gradient depend on that row alone in training mode: no
+    BatchNorm, and only layers of torch.nn or pate (a custom layer is not guessed at)."""
     from pate.teachers.vectorized import has_batchnorm
 
     trusted = ("torch.nn.", "pate.", "kymatio.")
@@ -150,9 +148,8 @@ class Batches:
 
 @dataclass(frozen=True)
 class StepDraw:
-    """What one step trains on: the labelled rows of the pool (for their labels or targets),
-    the weak views of those rows, and for FixMatch the weak and strong views of its unlabelled
-    rows (None for supervised training)."""
+    """One step's labelled rows of the pool, their weak views, and FixMatch's weak and strong
+    views of its unlabelled rows (None when supervised)."""
 
     rows: torch.Tensor
     labelled: torch.Tensor

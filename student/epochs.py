@@ -25,8 +25,7 @@ from pate.student.trainer import Training, accuracy, step
 
 @dataclasses.dataclass(frozen=True)
 class EpochLoop:
-    """What every epoch of one student's training reads: the resolved ``settings``,
-    ``num_classes``, the ``device`` and the ``validation`` split ((x, y); None: none)."""
+    """What every epoch of one student's training reads (``validation``: (x, y) or None)."""
 
     settings: dict
     num_classes: int
@@ -36,8 +35,7 @@ class EpochLoop:
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointTarget:
-    """Where the checkpoint after each epoch goes (``path``; None: none), with the
-    ``fingerprint`` and ``seed`` it records."""
+    """Where the checkpoint after each epoch goes (None: none) and what it records."""
 
     path: pathlib.Path | None
     fingerprint: str
@@ -159,11 +157,10 @@ def train_epochs(
     processes: int = 1,
     threads_each: int = 1,
 ) -> None:
-    """The epochs from ``training.start_epoch`` to ``loop.settings["epochs"]``: after each, its
-    record is appended to ``training.history``, the checkpoint written (when
-    ``checkpoint.path``) and ``on_epoch_end(epoch, record)`` called. With ``processes > 1``
-    (at most ``len(training.generators)``) the steps are shared with forked helper processes,
-    each on ``threads_each`` threads, as is this one meanwhile (:mod:`pate.student.parallel`)."""
+    """The remaining epochs: after each, its record appended to ``training.history``, the
+    checkpoint written and ``on_epoch_end(epoch, record)`` called. With ``processes > 1`` (at
+    most one per generator) forked helpers share the steps, each process on ``threads_each``
+    threads (:mod:`pate.student.parallel`)."""
     training.model.train()
 
     def helper(group: Group) -> None:  # in a forked process: its own copy of everything

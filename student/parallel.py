@@ -237,12 +237,10 @@ def data_parallel(
     slot_size: int,
     threads_each: int,
 ) -> Iterator[Group]:
-    """Fork ``processes - 1`` helpers, helper ``r`` running ``helper(Group(r, ...))``, and
-    yield this process's group (rank 0), computing on ``threads_each`` threads meanwhile.
-    ``slot_size``: the largest tensor :meth:`Group.all_sum` takes; ``states``: how many byte
-    tensors :meth:`Group.share_states` shares and their length. On leaving, the helpers have
-    finished (or are stopped, when the block raised); a failed or lost helper raises
-    :class:`ParallelTrainingError`."""
+    """Fork ``processes - 1`` helpers running ``helper(their group)`` and yield this process's
+    (rank 0), on ``threads_each`` threads meanwhile; ``slot_size``: the largest tensor summed,
+    ``states``: the shared byte tensors' count and length. On leaving, the helpers have finished
+    (or are stopped); a failed or lost one raises :class:`ParallelTrainingError`."""
     if processes <= 1:
         yield SINGLE
         return

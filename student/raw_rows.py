@@ -78,10 +78,9 @@ class RawRowStudent:
     def load(
         cls, path: str | os.PathLike, *, transformer: Any = None, device: str = "cpu", model=None
     ) -> RawRowStudent:
-        """The released student of a run directory or exported bundle ``path`` (a folder holding
-        ``student.pt`` and ``student_encoder.json``, or the ``student.pt`` file itself).
-        ``transformer``: the user's own fitted preprocessing transformer, when the run had one
-        (it is not stored); ``device``, ``model``: as :meth:`pate.student.train.Student.load`."""
+        """The released student of a run directory or exported bundle (``path``: the folder or its
+        ``student.pt``); ``transformer``: the run's own fitted transformer, when it had one (it is
+        not stored); ``device``, ``model``: as :meth:`pate.student.train.Student.load`."""
         from pate.student.train import Student
 
         path = pathlib.Path(path)

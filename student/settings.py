@@ -96,9 +96,8 @@ _OPTIONAL = ("epochs", "steps_per_epoch", "pad", "num_classes", "ema_decay")
 
 
 def validated_settings(student: Any) -> dict:
-    """All settings of ``student`` (a :class:`pate.student.train.Student`) checked, before any
-    work; returns the training settings as plain values (a ``TypeError`` or ``ValueError``
-    naming the first bad setting otherwise)."""
+    """The training settings of ``student`` (a :class:`pate.student.train.Student`) as plain
+    values, all its settings checked (a ``TypeError`` or ``ValueError`` names the first bad one)."""
     s = {"model": _checked_model(student.model)}
     s["method"] = check_choice(student.method, "method", METHODS)
     for name in (*_INTEGERS, *_REALS, "distribution_alignment", "amp", "flip"):
@@ -161,12 +160,8 @@ def _check_run_options(st: Any) -> None:
                 f"validation must be a tuple (x, y) or None, got {describe(st.validation)}"
             )
         vx, vy = st.validation
-        if (
-            not isinstance(vx, np.ndarray)
-            or not isinstance(vy, np.ndarray)
-            or vy.ndim != 1
-            or vx.shape[0] != vy.shape[0]
-        ):
+        arrays = isinstance(vx, np.ndarray) and isinstance(vy, np.ndarray)
+        if not arrays or vy.ndim != 1 or vx.shape[0] != vy.shape[0]:
             raise InputError("validation must be (x, y) numpy arrays with one label per row of x")
 
 

@@ -127,17 +127,10 @@ class Student(ClassifierMixin, BaseEstimator):
         return super().set_params(**params)
 
     def __sklearn_tags__(self):
+        # A classifier's defaults hold: (N, F) inputs (no tag for (N, C, H, W) images), no NaN,
+        # no sparse input, a required target, multi-class. A fixed random_state gives the same
+        # weights on the CPU; CUDA kernels are not bitwise reproducible.
         tags = super().__sklearn_tags__()
-        # Inputs: (N, F) features or (N, C, H, W) images (no tag for 4-D); no NaN, no sparse.
-        tags.input_tags.two_d_array = True
-        tags.input_tags.three_d_array = False
-        tags.input_tags.allow_nan = False
-        tags.input_tags.sparse = False
-        tags.target_tags.required = True
-        tags.classifier_tags.multi_class = True
-        tags.classifier_tags.multi_label = False
-        # Fixed random_state -> the same weights on the CPU; CUDA kernels are not bitwise
-        # reproducible.
         try:
             tags.non_deterministic = resolve_device(self.device).type != "cpu"
         except (TypeError, ValueError):

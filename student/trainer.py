@@ -263,11 +263,9 @@ def step(
     num_classes: int,
     group: Group = SINGLE,
 ) -> None:
-    """One optimiser step on ``draw`` (its learning rate already set); adds its losses to
-    ``sums``. ``draw`` holds this process's shards of the batch: the losses are divided by
-    the whole batch's rows (``batch_size``, ``batch_size * unlabeled_ratio``), so that the
-    processes' losses and gradients add up to the batch's, and the gradients are summed over
-    ``group`` before the update."""
+    """One optimiser step on ``draw``, this process's shards of the batch (its learning rate
+    already set), its losses added to ``sums``: divided by the whole batch's rows, so that the
+    processes' losses and gradients, summed over ``group`` before the update, are the batch's."""
     bs = draw.rows.numel()
     total = settings["batch_size"]
     if draw.unlabelled_weak is not None and draw.unlabelled_strong is not None:
