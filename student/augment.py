@@ -207,12 +207,11 @@ def strong_augment(
     """RandAugment (per image, ``num_ops`` random ops at random magnitudes) then Cutout of a side
     up to ``cutout`` x the image side (0: none), on ``x`` (N, C, H, W) in [0, 1]."""
     n = x.shape[0]
-    device = x.device
-    out = x
     if n == 0:
         return x.clone()
-    op_index = torch.randint(0, len(_OP_LIST), (n, num_ops), generator=generator).to(device)
-    magnitude = torch.rand(n, num_ops, generator=generator).to(device)
+    op_index = torch.randint(0, len(_OP_LIST), (n, num_ops), generator=generator).to(x.device)
+    magnitude = torch.rand(n, num_ops, generator=generator).to(x.device)
+    out = x
     for slot in range(num_ops):
         # The images grouped by operation (a stable sort: ascending within a group), each group
         # a slice: every operation sees the rows it would see gathered one operation at a time,
@@ -226,10 +225,7 @@ def strong_augment(
         for op, count in zip(_OP_LIST, counts):
             if count:
                 rows = slice(start, start + count)
-                identity = op is _op_identity
-                pieces.append(
-                    grouped[rows] if identity else op(grouped[rows], grouped_m[rows], generator)
-                )
+                pieces.append(op(grouped[rows], grouped_m[rows], generator))
             start += count
         out = torch.empty_like(out).index_copy_(0, order, torch.cat(pieces))
     if cutout > 0:

@@ -196,10 +196,8 @@ SINGLE = Group(0, 1)
 
 
 def _die_with_parent() -> None:
-    """Ask Linux to stop this process when its parent dies (elsewhere a no-op: the waits'
-    polling notices the parent is gone)."""
-    if not sys.platform.startswith("linux"):
-        return
+    """Ask Linux to stop this process when its parent dies (elsewhere, where libc has no
+    ``prctl``, a no-op: the waits' polling notices the parent is gone)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
