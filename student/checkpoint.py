@@ -25,6 +25,11 @@ def atomic_save(obj: Any, path: pathlib.Path) -> None:
     atomic_torch_save(path, obj)
 
 
+def start_over(path) -> str:
+    """What to do with a checkpoint at ``path`` that cannot be resumed."""
+    return f"delete {path} (or use a new run directory) to train the student from scratch"
+
+
 def not_a_checkpoint(path, problem: BaseException | str, *, remedy: str):
     """The ``CheckpointError`` naming ``path``, a damaged or foreign file: what is wrong
     (``problem``, an exception or a phrase) and what to do (``remedy``)."""

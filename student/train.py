@@ -23,7 +23,12 @@ from torch import nn
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int
 from pate.core.threads import cpu_budget
-from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
+from pate.student.checkpoint import (
+    CHECKPOINT_KEYS,
+    CHECKPOINT_NAME,
+    load_student_file,
+    start_over,
+)
 from pate.student.draws import Batches, rows_independent, saved_shards, step_shards
 from pate.student.epochs import CheckpointTarget, EpochLoop, train_epochs
 from pate.student.inputs import (
@@ -251,12 +256,7 @@ class Student(ClassifierMixin, BaseEstimator):
         state = None
         if self.resume and checkpoint_path is not None and checkpoint_path.exists():
             state = load_student_file(
-                checkpoint_path,
-                keys=CHECKPOINT_KEYS,
-                remedy=(
-                    f"delete {checkpoint_path} (or use a new run directory) to train the student "
-                    "from scratch"
-                ),
+                checkpoint_path, keys=CHECKPOINT_KEYS, remedy=start_over(checkpoint_path)
             )
             if state.get("fingerprint") != fingerprint:
                 raise InputError(

@@ -16,7 +16,7 @@ from torch import nn
 from torch.nn import functional
 
 from pate.analysis.errors import InputError
-from pate.student.checkpoint import FORMAT, not_a_checkpoint
+from pate.student.checkpoint import FORMAT, not_a_checkpoint, start_over
 from pate.student.draws import Batches, StepDraw, shard_seeds
 from pate.student.parallel import SINGLE, Group
 
@@ -187,12 +187,7 @@ class Training:
             self.start_epoch = int(state["epoch"])
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise not_a_checkpoint(
-                checkpoint_path,
-                exc,
-                remedy=(
-                    f"delete {checkpoint_path} (or use a new run directory) to train the "
-                    "student from scratch"
-                ),
+                checkpoint_path, exc, remedy=start_over(checkpoint_path)
             ) from None
 
     def checkpoint(self, *, fingerprint: str, seed: int, epoch: int) -> dict:
@@ -292,6 +287,5 @@ def step(
     loss.backward()
     group.sum_gradients(list(training.model.parameters()))
     training.optimizer.step()
-    if training.ema is not None:
-        training.update_ema(settings["ema_decay"])
+    training.update_ema(settings["ema_decay"])
     sums["loss_labelled"] += loss_x.detach()
