@@ -195,17 +195,12 @@ class Group:
 SINGLE = Group(0, 1)
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to stop this process when its parent dies (elsewhere, where libc has no
-    ``prctl``, a no-op: the waits' polling notices the parent is gone)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _helper_main(
     group: Group, barrier: _Barrier, helper: Callable[[Group], None], threads_each: int
 ) -> None:
-    _die_with_parent()
+    # Linux stops this process when its parent dies; elsewhere (no prctl) the waits notice.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     torch.set_num_threads(threads_each)
     code = 0
     try:

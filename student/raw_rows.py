@@ -30,7 +30,6 @@ def write_encoder_file(
 ) -> pathlib.Path:
     """Write what turns raw rows into the student's inputs, and the declared class names, to
     ``path`` as JSON (public facts only: the encoder was fitted on public rows)."""
-    path = pathlib.Path(path)
     state = {
         "format": _FORMAT,
         "class_names": None if class_names is None else [str(name) for name in class_names],
@@ -40,8 +39,7 @@ def write_encoder_file(
         "transformer": None if encoder.builtin else type(encoder.transformer).__name__,
         "describe": encoder.describe(),
     }
-    atomic_write_json(path, state)
-    return path
+    return atomic_write_json(path, state)
 
 
 class RawRowStudent:

@@ -57,12 +57,11 @@ def fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> bo
     :data:`MIN_STUDENT_STEPS` steps (warned about as training starts)."""
     if x.ndim == 4 and settings["pad"] is None:
         settings["pad"] = aug.default_pad(x.shape[2])
-    if settings["steps_per_epoch"] is None:
+    if settings["steps_per_epoch"] is None:  # one pass over the pool, or the labelled items
+        rows, per_step = num_labelled, settings["batch_size"]
         if settings["method"] == "fixmatch":
-            per_step = settings["batch_size"] * settings["unlabeled_ratio"]
-            settings["steps_per_epoch"] = max(1, math.ceil(x.shape[0] / per_step))
-        else:
-            settings["steps_per_epoch"] = max(1, math.ceil(num_labelled / settings["batch_size"]))
+            rows, per_step = x.shape[0], settings["batch_size"] * settings["unlabeled_ratio"]
+        settings["steps_per_epoch"] = max(1, math.ceil(rows / per_step))
     short = settings["epochs"] is not None and (
         settings["epochs"] * settings["steps_per_epoch"] < MIN_STUDENT_STEPS
     )
