@@ -37,10 +37,9 @@ STEP_SHARDS = 2
 def step_shards(
     network: nn.Module, batch_size: int, *, device: torch.device, resumed: int | None = None
 ) -> int:
-    """How many shards a step's batch is drawn as: on the CPU :data:`STEP_SHARDS` where
-    ``network``'s rows are independent (:func:`rows_independent`) and the batch has a row for
-    each, else 1; on a GPU 1 (why: docs/pipeline.md). A run resumed from ``resumed`` shards
-    keeps that count where the network allows it, to continue the draws it began."""
+    """How many shards a step's batch is drawn as: :data:`STEP_SHARDS` on the CPU where the rows
+    are independent and the batch has one for each, else 1 (GPU: docs/pipeline.md); a run
+    resumed from ``resumed`` shards keeps that count where the network allows it."""
     possible = STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
     if resumed is not None and resumed in (1, possible):
         return resumed
@@ -109,19 +108,16 @@ class Batches:
 
     def labelled_rows(self, size: int) -> torch.Tensor:
         """``size`` answered items, drawn with replacement (their rows of the pool)."""
-        pick = self.labelled[
-            torch.randint(0, self.labelled.numel(), (size,), generator=self.generator)
-        ]
-        return pick.to(self.device)
+        drawn = torch.randint(0, self.labelled.numel(), (size,), generator=self.generator)
+        return self.labelled[drawn].to(self.device)
 
     def unlabelled_rows(self, size: int) -> torch.Tensor:
         """``size`` items of the whole public pool, drawn with replacement."""
         return torch.randint(0, self.x.shape[0], (size,), generator=self.generator).to(self.device)
 
     def labelled_loss(self, logits: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
-        """Cross-entropy of the labelled rows to their one-hot labels, or to their soft targets,
-        summed and divided by ``total`` (the whole batch's rows: the processes' shares add up
-        to the batch's mean)."""
+        """Cross-entropy of the labelled rows to their labels or soft targets, summed and divided
+        by ``total``, the whole batch's rows (the processes' shares add up to its mean)."""
         if self.targets is None:
             return functional.cross_entropy(logits, self.y[rows], reduction="sum") / total
         return -(self.targets[rows] * functional.log_softmax(logits, dim=1)).sum() / total
@@ -135,14 +131,13 @@ class Batches:
         )
 
     def strong(self, batch: torch.Tensor) -> torch.Tensor:
-        s = self.settings
-        if self.image:
-            batch = aug.weak_augment(batch, generator=self.generator, flip=s["flip"], pad=s["pad"])
-            return aug.strong_augment(
-                batch, generator=self.generator, num_ops=s["strong_ops"], cutout=s["cutout"]
+        if not self.image:
+            return aug.strong_augment_tabular(
+                batch, generator=self.generator, feature_std=self.feature_std
             )
-        return aug.strong_augment_tabular(
-            batch, generator=self.generator, feature_std=self.feature_std
+        s = self.settings
+        return aug.strong_augment(
+            self.weak(batch), generator=self.generator, num_ops=s["strong_ops"], cutout=s["cutout"]
         )
 
 
@@ -174,9 +169,8 @@ def steps_per_draw(batches: Batches, settings: dict) -> int:
 
 
 def draw_steps(batches: Batches, settings: dict, steps: int) -> list[StepDraw]:
-    """The inputs of ``steps`` steps, each augmentation called once for all of them (the random
-    draws in this order: labelled rows, unlabelled rows, their weak views, their strong views,
-    the labelled rows' weak views)."""
+    """The inputs of ``steps`` steps, each augmentation called once for all of them (drawn in
+    order: labelled rows, unlabelled rows, their weak, their strong, the labelled weak views)."""
     bs = settings["batch_size"]
     rows = batches.labelled_rows(bs * steps)
     weak = strong = None

@@ -45,9 +45,8 @@ class CheckpointTarget:
 def draw_shards(
     shards: Sequence[tuple[Batches, int]], settings: dict, steps: int
 ) -> list[StepDraw]:
-    """The inputs of ``steps`` steps from ``shards``, each ``(batches drawing from the shard's
-    generator, the shard's labelled rows)``: each shard drawn as a batch of its own size
-    (:func:`pate.student.draws.draw_steps`), the shards' rows of a step put together in order."""
+    """The inputs of ``steps`` steps from ``shards`` (each ``(its Batches, its labelled rows)``,
+    drawn as a batch of that size), the shards' rows of a step put together in order."""
     drawn = [
         draw_steps(batches, {**settings, "batch_size": size}, steps) for batches, size in shards
     ]
@@ -118,9 +117,8 @@ def _epochs(
     *,
     after_epoch: Callable[[int, dict], None] | None,
 ) -> None:
-    """The epochs of ``group.rank``'s shards; after each, every shard's generator is brought up
-    to date in every process (the checkpoint holds them all) and ``after_epoch(epoch, record)``
-    is called."""
+    """The epochs of ``group.rank``'s shards; after each, every process gets every shard's
+    generator state (the checkpoint holds them all) and ``after_epoch(epoch, record)`` runs."""
     settings = loop.settings
     generators = training.generators
     count = len(generators)

@@ -243,16 +243,14 @@ class Student(ClassifierMixin, BaseEstimator):
             None if soft_targets is None else check_soft_targets(soft_targets, y_np, num_classes)
         )
         settings["soft_targets"] = targets_np is not None
-        # n_features_in_ (and feature_names_in_ for a DataFrame), scikit-learn's way.
         validate_data(self, X if hasattr(X, "columns") else x_np, reset=True, skip_check_array=True)
         return x_np, y_np, classes, targets_np
 
     def _saved_state(
         self, checkpoint_path: pathlib.Path | None, fingerprint: str, seed: int | None
     ) -> tuple[dict | None, int]:
-        """``(checkpoint, seed)``: with ``resume`` the checkpoint of the same inputs, labels and
-        settings (anything else is refused) and its seed; else None and ``seed`` (drawn when
-        None)."""
+        """``(checkpoint, seed)``: with ``resume`` the checkpoint of the same data and settings
+        (else refused) and its seed; else None and ``seed`` (drawn when None)."""
         state = None
         if self.resume and checkpoint_path is not None and checkpoint_path.exists():
             state = load_student_file(

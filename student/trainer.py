@@ -74,8 +74,8 @@ def build_network(
     device: torch.device,
 ) -> tuple[Standardize, np.ndarray]:
     """A fresh network (initialised from ``seed``, global RNG untouched) standardised by the
-    statistics of ``x``, on ``device``; and the std it divides by. The zoo's convolutional
-    networks (:data:`CHANNELS_LAST_MODELS`) keep their weights channels-last on the CPU."""
+    statistics of ``x``, on ``device`` (channels-last where :data:`CHANNELS_LAST_MODELS`
+    says); and the std it divides by."""
     from pate.teachers.models import build_model
 
     with torch.random.fork_rng(devices=[]):
@@ -89,8 +89,7 @@ def build_network(
 
 def bf16_native(device: torch.device) -> bool:
     """Whether ``device`` computes in bfloat16 natively: a CUDA GPU that supports it, or a CPU
-    with AMX tiles (oneDNN's bfloat16 convolutions and matrix products; elsewhere a CPU would
-    emulate them, slower than float32)."""
+    with AMX tiles (elsewhere emulated, slower than float32)."""
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported())
     probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
@@ -145,8 +144,7 @@ class Training:
         return cls(model, ema, optimizer, generators, prediction_mean, amp=amp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The training network's float32 logits of ``x`` (computed under bfloat16 autocast
-        when :attr:`amp`)."""
+        """The training network's float32 logits of ``x`` (under bfloat16 autocast if ``amp``)."""
         if not self.amp:
             return self.model(x)
         with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16):
@@ -154,8 +152,7 @@ class Training:
         return logits.float()
 
     def update_ema(self, decay: float) -> None:
-        """``ema = decay * ema + (1 - decay) * model``, all parameters in two foreach calls (the
-        same arithmetic as a loop over them, without its per-tensor overhead)."""
+        """``ema = decay * ema + (1 - decay) * model`` (no EMA: nothing), in two foreach calls."""
         if self.ema is None:
             return
         with torch.no_grad():
@@ -212,8 +209,8 @@ KEPT_ROWS_MULTIPLE = 16
 
 
 def _kept_rows(mask: torch.Tensor) -> torch.Tensor:
-    """The unlabelled rows a step trains on: every confident row, then unconfident ones up to a
-    multiple of :data:`KEPT_ROWS_MULTIPLE` (or all rows)."""
+    """Every confident unlabelled row, then unconfident ones up to a multiple of
+    :data:`KEPT_ROWS_MULTIPLE` (or all rows)."""
     confident = mask.nonzero().squeeze(1)
     size = min(mask.numel(), -(-confident.numel() // KEPT_ROWS_MULTIPLE) * KEPT_ROWS_MULTIPLE)
     if size == confident.numel():
@@ -231,9 +228,8 @@ def _pseudo_labels(
     total: int,
     group: Group,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient).
-    Distribution alignment averages the predictions of the whole batch's ``total`` unlabelled
-    rows, those of every process of ``group``."""
+    """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient;
+    distribution alignment averages over the ``total`` unlabelled rows of ``group``)."""
     with torch.no_grad():
         probs = torch.softmax(training.forward(xu_weak), dim=1)
         if settings["distribution_alignment"]:
