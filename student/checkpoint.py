@@ -48,9 +48,8 @@ def not_a_checkpoint(path, problem: BaseException | str, *, remedy: str):
 
 
 def load_student_file(path, *, remedy: str, keys: frozenset = frozenset()) -> dict:
-    """A student file of pate-learn, read with ``weights_only=True`` (no code runs): a dict of
-    format ``FORMAT`` holding ``keys``. Anything else (a pickle of other objects, a damaged or
-    foreign file) raises ``CheckpointError`` (:func:`not_a_checkpoint`)."""
+    """A student file of pate-learn (no code in it runs): a dict of format ``FORMAT`` holding
+    ``keys``; anything else raises ``CheckpointError`` (:func:`not_a_checkpoint`)."""
     from pate.teachers.checkpoint import load_torch
 
     blob = load_torch(path, remedy=remedy)

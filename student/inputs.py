@@ -149,8 +149,7 @@ def check_labels(
 
 
 def _check_label_shape(labels: np.ndarray, name: str, num_public: int) -> None:
-    """TypeError for what is not released labels (votes, predictions, probabilities),
-    ValueError unless one label per public item."""
+    """Refuse what is not one released label per public item (votes, predictions, ...)."""
     if labels.ndim == 2:
         if np.issubdtype(labels.dtype, np.integer):
             raise InputTypeError(
@@ -248,8 +247,8 @@ def _encode_class_labels(
 
 
 def check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int) -> np.ndarray:
-    """Soft targets as float64 (N, num_classes), checked (docs/student.md, "The
-    estimator's contract"); ``labels`` are the encoded labels (-1 = unlabelled). Unlabelled rows are zeroed."""
+    """Soft targets checked against the encoded ``labels``, as float64 (N, num_classes) with the
+    unlabelled rows zeroed (docs/student.md, "The estimator's contract")."""
     refuse_non_public(soft_targets, "soft_targets")
     targets = as_array(soft_targets, "soft_targets", "an (N, classes) array of class probabilities")
     if targets.dtype.kind in "iub":

@@ -135,16 +135,14 @@ class Group:
             self._barrier.wait(self.rank, self._healthy)
 
     def _next_slots(self) -> torch.Tensor:
-        """The set of slots for the next sum. Two sets are used in turn: a process writes a
-        set again only after every process has passed the next wait, that is, after each has
-        read the set's previous sums."""
+        """The set of slots for the next sum: two in turn, so a set is written again only after
+        every process has passed the next wait, having read its previous sums."""
         slots = cast(torch.Tensor, self._slots)[self._parity]  # callers checked it is set
         self._parity ^= 1
         return slots
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """The sum of ``tensor`` (a float32 tensor on the CPU, the same shape in every
-        process) over the processes, the same in each."""
+        """The sum over the processes of ``tensor`` (float32, on the CPU, one shape in all)."""
         if self.size == 1 or self._slots is None:
             return tensor
         slots, n = self._next_slots(), tensor.numel()
@@ -153,9 +151,8 @@ class Group:
         return slots[:, :n].sum(dim=0).view_as(tensor)
 
     def sum_gradients(self, params: Sequence[torch.Tensor]) -> None:
-        """Every parameter's gradient replaced by its sum over the processes (a missing
-        gradient counts as zeros); the gradients are written straight into this process's
-        slot."""
+        """Every parameter's gradient replaced by its sum over the processes (a missing one counts
+        as zeros), written straight into this process's slot."""
         if self.size == 1 or self._slots is None:
             return
         slots, n = self._next_slots(), sum(p.numel() for p in params)

@@ -43,10 +43,9 @@ def write_encoder_file(
 
 
 class RawRowStudent:
-    """A fitted student with its table encoder: :meth:`predict` and :meth:`predict_proba` take a
-    pandas DataFrame of raw rows (the columns of the evaluation file; the label, id and dropped
-    columns may be there and are ignored). ``predict`` returns the declared class names when
-    known (else class indices); ``classes_`` is the order of ``predict_proba``'s columns."""
+    """A fitted student with its table encoder, predicting from a DataFrame of raw rows (label,
+    id and dropped columns ignored): ``predict`` gives the declared class names when known (else
+    class indices); ``classes_`` is the order of ``predict_proba``'s columns."""
 
     def __init__(self, student: Any, encoder: TableEncoder, class_names: Any = None) -> None:
         self.student = student

@@ -36,8 +36,7 @@ MIN_STUDENT_EPOCHS = 20
 
 
 def auto_epochs(steps_per_epoch: int) -> int:
-    """Epochs of ``epochs=None``: ``max(MIN_STUDENT_EPOCHS, ceil(MIN_STUDENT_STEPS /
-    steps_per_epoch))``."""
+    """The epochs of ``epochs=None``: both :data:`MIN_STUDENT_EPOCHS` and the steps' minimum."""
     return max(MIN_STUDENT_EPOCHS, math.ceil(MIN_STUDENT_STEPS / max(1, int(steps_per_epoch))))
 
 
@@ -52,9 +51,8 @@ def short_training_warning(epochs: int, steps_per_epoch: int) -> str:
 
 
 def fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> bool:
-    """Fill the settings left open: ``pad`` (images), ``steps_per_epoch`` and ``epochs``
-    (:func:`auto_epochs`). True when the epochs given make fewer than
-    :data:`MIN_STUDENT_STEPS` steps (warned about as training starts)."""
+    """Fill the settings left open (``pad``, ``steps_per_epoch``, ``epochs``); True when the
+    epochs given make fewer than :data:`MIN_STUDENT_STEPS` steps (warned about)."""
     if x.ndim == 4 and settings["pad"] is None:
         settings["pad"] = aug.default_pad(x.shape[2])
     if settings["steps_per_epoch"] is None:  # one pass over the pool, or the labelled items
@@ -140,8 +138,7 @@ def _checked_model(model: Any) -> str:
 
 
 def _check_run_options(st: Any) -> None:
-    """processes, progress, resume (with a checkpoint_dir), on_epoch_end and the validation
-    data."""
+    """The settings of how the run goes (processes, progress, resume, on_epoch_end, validation)."""
     if not (isinstance(st.processes, str) and st.processes == "auto"):
         if isinstance(st.processes, str):
             raise InputError(f"processes must be 'auto' or an int >= 1, got {st.processes!r}")
@@ -173,8 +170,7 @@ def resolve_device(spec: Any = "auto") -> torch.device:
 
 
 def seed_from(random_state: Any) -> int | None:
-    """The seed of ``random_state``: None, a non-negative int, or a draw from a
-    ``numpy.random.Generator`` (consumed, like a ``RandomState``)."""
+    """The seed of ``random_state``: None, an int >= 0, or a draw from a numpy ``Generator``."""
     if random_state is None:
         return None
     if isinstance(random_state, np.random.Generator):

@@ -313,9 +313,8 @@ class Student(ClassifierMixin, BaseEstimator):
         return self.classes_[proba.argmax(axis=1)]
 
     def combine_with_rule(self, head: nn.Module, *, temperature: float) -> Student:
-        """Release ``softmax(log p_S + log softmax(temperature * head(x)))`` instead of p_S: the
-        fitted student times its labelling rule (:mod:`pate.student.rule_product`; ``head`` a
-        ``RuleHead``). Done once, after fitting; :meth:`save` and :meth:`load` keep it."""
+        """Release ``softmax(log p_S + log softmax(temperature * head(x)))``, the fitted student
+        times its labelling rule (``head``, a ``RuleHead``), once; :meth:`save` keeps it."""
         from pate.student.rule_product import RuleHead, RuleProduct
 
         self._check_fitted()
