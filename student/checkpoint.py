@@ -17,12 +17,12 @@ FORMAT = "pate-learn-student/1"
 CHECKPOINT_KEYS = frozenset({"fingerprint", "seed"})
 
 
-def atomic_save(obj: Any, path: pathlib.Path) -> None:
+def atomic_save(obj: Any, path: pathlib.Path) -> pathlib.Path:
     """``torch.save(obj)`` to ``path`` atomically (a run output: never commit it)."""
     from pate.teachers.checkpoint import atomic_torch_save
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_torch_save(path, obj)
+    return atomic_torch_save(path, obj)
 
 
 def start_over(path) -> str:

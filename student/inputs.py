@@ -92,14 +92,11 @@ def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
             f"got {describe(x)}{hint}"
         )
     if x.ndim not in (2, 4):
-        extra = (
-            " (for grayscale (N, H, W) images pass x[:, None])"
-            if x.ndim == 3
-            else ". Reshape your data either using x.reshape(-1, 1) if it has a single feature or "
-            "x.reshape(1, -1) if it contains a single sample"
-            if x.ndim == 1
-            else ""
-        )
+        extra = {
+            3: " (for grayscale (N, H, W) images pass x[:, None])",
+            1: ". Reshape your data either using x.reshape(-1, 1) if it has a single feature or "
+            "x.reshape(1, -1) if it contains a single sample",
+        }.get(x.ndim, "")
         raise InputError(f"{name} must have shape (N, C, H, W) or (N, F), got {x.shape}{extra}")
     if fit and x.shape[0] == 0:
         raise InputError(f"{name} is empty (shape {x.shape}): the student needs public inputs")

@@ -21,7 +21,6 @@ from pate.student.trainer import Standardize
 def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
     """Write the fitted ``student``'s weights and settings to ``path`` atomically; its
     ``classes_`` must be plain str / int / float / bool labels (what a weights-only file holds)."""
-    path = pathlib.Path(path)
     classes = [c.item() if isinstance(c, np.generic) else c for c in student.classes_.tolist()]
     bad = [c for c in classes if not isinstance(c, (str, int, float, bool))]
     if bad:
@@ -29,7 +28,7 @@ def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
             f"cannot save a Student whose classes_ hold {type(bad[0]).__name__} labels "
             f"({bad[0]!r}); use str or int labels to save it"
         )
-    atomic_save(
+    return atomic_save(
         {
             "format": FORMAT,
             "model_name": student.model_name_,
@@ -43,9 +42,8 @@ def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
             "rule_product": getattr(student, "rule_product_", None),
             "state_dict": {k: v.detach().cpu() for k, v in student.model_.state_dict().items()},
         },
-        path,
+        pathlib.Path(path),
     )
-    return path
 
 
 def read_student(cls: type, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Any:
