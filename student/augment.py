@@ -10,16 +10,6 @@ import math
 import torch
 from torch.nn import functional
 
-__all__ = [
-    "FLIP_DATASETS",
-    "IMAGE_OPS",
-    "default_pad",
-    "weak_augment",
-    "strong_augment",
-    "weak_augment_tabular",
-    "strong_augment_tabular",
-]
-
 #: Datasets whose labels survive a horizontal flip. Digits, characters and house numbers do not.
 FLIP_DATASETS = frozenset({"fashion-mnist", "cifar10"})
 
@@ -33,17 +23,11 @@ def _signs(n: int, generator: torch.Generator, device: torch.device) -> torch.Te
     return (torch.randint(0, 2, (n,), generator=generator) * 2 - 1).to(device, torch.float32)
 
 
-# --------------------------------------------------------------------------- weak (images)
-
-
 def weak_augment(
     x: torch.Tensor, *, generator: torch.Generator, flip: bool, pad: int
 ) -> torch.Tensor:
-    """Random horizontal flip (if ``flip``) and random translation by up to ``pad`` pixels.
-
-    Translation is reflect-padding by ``pad`` then a random ``H x W`` crop per image, as in
-    FixMatch's weak augmentation. Returns a new tensor of the same shape.
-    """
+    """A new tensor: a random horizontal flip (if ``flip``) and translation by up to ``pad``
+    pixels (reflect-pad, then a random crop per image), FixMatch's weak view."""
     n, c, h, w = x.shape
     device = x.device
     flip_mask = (torch.rand(n, generator=generator) < 0.5).to(device) if flip else None
@@ -73,9 +57,6 @@ def _source_index(position: torch.Tensor, size: int, mode: str) -> torch.Tensor:
         return position.clamp(0, size - 1)
     position = position.abs()  # reflect at 0: -k -> k
     return torch.where(position > size - 1, 2 * (size - 1) - position, position)
-
-
-# --------------------------------------------------------------------------- strong (images)
 
 
 def _enhance(x: torch.Tensor, other: torch.Tensor, m: torch.Tensor, g) -> torch.Tensor:
@@ -135,13 +116,9 @@ def _op_color(x, m, g):
 
 def _op_sharpness(x, m, g):
     c = x.shape[1]
-    kernel = (
-        torch.tensor(
-            [[1.0, 1.0, 1.0], [1.0, 5.0, 1.0], [1.0, 1.0, 1.0]], device=x.device, dtype=x.dtype
-        )
-        / 13.0
-    )
-    kernel = kernel.expand(c, 1, 3, 3)
+    kernel = torch.ones(3, 3, device=x.device, dtype=x.dtype)  # PIL's SMOOTH filter
+    kernel[1, 1] = 5.0
+    kernel = (kernel / 13.0).expand(c, 1, 3, 3)
     smooth = functional.conv2d(functional.pad(x, (1, 1, 1, 1), mode="replicate"), kernel, groups=c)
     return _enhance(x, smooth, m, g)
 
@@ -164,21 +141,10 @@ def _affine(x: torch.Tensor, theta: torch.Tensor) -> torch.Tensor:
     )
 
 
-def _identity_theta(n: int, device: torch.device) -> torch.Tensor:
-    theta = torch.zeros(n, 2, 3, device=device)
-    theta[:, 0, 0] = 1.0
-    theta[:, 1, 1] = 1.0
-    return theta
-
-
 def _op_rotate(x, m, g):
     angle = _signs(len(m), g, x.device) * m * (30.0 * math.pi / 180.0)
-    theta = _identity_theta(len(m), x.device)
-    theta[:, 0, 0] = torch.cos(angle)
-    theta[:, 0, 1] = -torch.sin(angle)
-    theta[:, 1, 0] = torch.sin(angle)
-    theta[:, 1, 1] = torch.cos(angle)
-    return _affine(x, theta)
+    cos, sin, zero = torch.cos(angle), torch.sin(angle), torch.zeros_like(angle)
+    return _affine(x, torch.stack([cos, -sin, zero, sin, cos, zero], dim=1).view(-1, 2, 3))
 
 
 def _shift_op(row: int, column: int, factor: float):
@@ -186,7 +152,7 @@ def _shift_op(row: int, column: int, factor: float):
     units span 2) by up to 0.3."""
 
     def op(x, m, g):
-        theta = _identity_theta(len(m), x.device)
+        theta = torch.eye(2, 3, device=x.device).repeat(len(m), 1, 1)
         theta[:, row, column] = _signs(len(m), g, x.device) * 0.3 * m * factor
         return _affine(x, theta)
 
@@ -238,18 +204,14 @@ def strong_augment(
     cutout: float = 0.5,
     fill: float = 0.5,
 ) -> torch.Tensor:
-    """RandAugment (``num_ops`` random ops, random magnitudes) followed by Cutout.
-
-    ``x``: (N, C, H, W) in [0, 1]. Each image draws its own operations and magnitudes.
-    ``cutout``: the largest Cutout side as a fraction of the image side (0 disables it).
-    """
+    """RandAugment (per image, ``num_ops`` random ops at random magnitudes) then Cutout of a side
+    up to ``cutout`` x the image side (0: none), on ``x`` (N, C, H, W) in [0, 1]."""
     n = x.shape[0]
-    device = x.device
-    out = x
     if n == 0:
         return x.clone()
-    op_index = torch.randint(0, len(_OP_LIST), (n, num_ops), generator=generator).to(device)
-    magnitude = torch.rand(n, num_ops, generator=generator).to(device)
+    op_index = torch.randint(0, len(_OP_LIST), (n, num_ops), generator=generator).to(x.device)
+    magnitude = torch.rand(n, num_ops, generator=generator).to(x.device)
+    out = x
     for slot in range(num_ops):
         # The images grouped by operation (a stable sort: ascending within a group), each group
         # a slice: every operation sees the rows it would see gathered one operation at a time,
@@ -263,18 +225,12 @@ def strong_augment(
         for op, count in zip(_OP_LIST, counts):
             if count:
                 rows = slice(start, start + count)
-                identity = op is _op_identity
-                pieces.append(
-                    grouped[rows] if identity else op(grouped[rows], grouped_m[rows], generator)
-                )
+                pieces.append(op(grouped[rows], grouped_m[rows], generator))
             start += count
         out = torch.empty_like(out).index_copy_(0, order, torch.cat(pieces))
     if cutout > 0:
         out = _cutout(out, generator=generator, size_fraction=cutout, fill=fill)
     return out
-
-
-# --------------------------------------------------------------------------- tabular
 
 
 def weak_augment_tabular(

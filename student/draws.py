@@ -1,8 +1,6 @@
-"""The random draws of the student's steps: a step's batch drawn as shards, each from its own
-generator (:func:`step_shards`; one on a GPU), the public pool on the device and what a step
-draws from it (:class:`Batches`: labelled and unlabelled rows, weak and strong views, the
-labelled loss), and the views of a chunk of steps drawn together (:func:`draw_steps`, each
-augmentation called once per chunk, never across the end of an epoch). A checkpoint holds the
+"""The random draws of the student's steps: a step's batch as shards, each from its own
+generator (:func:`step_shards`), the pool and a step's draws from it (:class:`Batches`), and
+a chunk of steps' views drawn together (:func:`draw_steps`). A checkpoint holds the
 generators' states, so a resumed run draws what an uninterrupted one would have drawn.
 """
 
@@ -18,27 +16,10 @@ from torch.nn import functional
 
 from pate.student import augment as aug
 
-__all__ = [
-    "rows_independent",
-    "STEP_SHARDS",
-    "step_shards",
-    "saved_shards",
-    "shard_seeds",
-    "shard_sizes",
-    "Batches",
-    "StepDraw",
-    "DRAW_BYTES",
-    "MAX_STEPS_PER_DRAW",
-    "steps_per_draw",
-    "draw_steps",
-]
-
 
 def rows_independent(network: nn.Module) -> bool:
-    """Whether each row's output depends on that row alone in training mode, so that leaving a
-    row out of a batch changes no other row's output or gradient: no BatchNorm (its batch
-    statistics couple the rows), and every layer one of torch.nn's or pate's own (a custom
-    layer might couple them; it is not guessed at)."""
+    """Whether each row's output and gradient depend on that row alone in training mode: no
+    BatchNorm, and only layers of torch.nn or pate (a custom layer is not guessed at)."""
     from pate.teachers.vectorized import has_batchnorm
 
     trusted = ("torch.nn.", "pate.", "kymatio.")
@@ -56,10 +37,9 @@ STEP_SHARDS = 2
 def step_shards(
     network: nn.Module, batch_size: int, *, device: torch.device, resumed: int | None = None
 ) -> int:
-    """How many shards a step's batch is drawn as: on the CPU :data:`STEP_SHARDS` where
-    ``network``'s rows are independent (:func:`rows_independent`) and the batch has a row for
-    each, else 1; on a GPU 1 (why: docs/pipeline.md). A run resumed from ``resumed`` shards
-    keeps that count where the network allows it, to continue the draws it began."""
+    """How many shards a step's batch is drawn as: :data:`STEP_SHARDS` on the CPU where the rows
+    are independent and the batch has one for each, else 1 (GPU: docs/pipeline.md); a run
+    resumed from ``resumed`` shards keeps that count where the network allows it."""
     possible = STEP_SHARDS if batch_size >= STEP_SHARDS and rows_independent(network) else 1
     if resumed is not None and resumed in (1, possible):
         return resumed
@@ -128,19 +108,16 @@ class Batches:
 
     def labelled_rows(self, size: int) -> torch.Tensor:
         """``size`` answered items, drawn with replacement (their rows of the pool)."""
-        pick = self.labelled[
-            torch.randint(0, self.labelled.numel(), (size,), generator=self.generator)
-        ]
-        return pick.to(self.device)
+        drawn = torch.randint(0, self.labelled.numel(), (size,), generator=self.generator)
+        return self.labelled[drawn].to(self.device)
 
     def unlabelled_rows(self, size: int) -> torch.Tensor:
         """``size`` items of the whole public pool, drawn with replacement."""
         return torch.randint(0, self.x.shape[0], (size,), generator=self.generator).to(self.device)
 
     def labelled_loss(self, logits: torch.Tensor, rows: torch.Tensor, total: int) -> torch.Tensor:
-        """Cross-entropy of the labelled rows to their one-hot labels, or to their soft targets,
-        summed and divided by ``total`` (the whole batch's rows: the processes' shares add up
-        to the batch's mean)."""
+        """Cross-entropy of the labelled rows to their labels or soft targets, summed and divided
+        by ``total``, the whole batch's rows (the processes' shares add up to its mean)."""
         if self.targets is None:
             return functional.cross_entropy(logits, self.y[rows], reduction="sum") / total
         return -(self.targets[rows] * functional.log_softmax(logits, dim=1)).sum() / total
@@ -154,22 +131,20 @@ class Batches:
         )
 
     def strong(self, batch: torch.Tensor) -> torch.Tensor:
-        s = self.settings
-        if self.image:
-            batch = aug.weak_augment(batch, generator=self.generator, flip=s["flip"], pad=s["pad"])
-            return aug.strong_augment(
-                batch, generator=self.generator, num_ops=s["strong_ops"], cutout=s["cutout"]
+        if not self.image:
+            return aug.strong_augment_tabular(
+                batch, generator=self.generator, feature_std=self.feature_std
             )
-        return aug.strong_augment_tabular(
-            batch, generator=self.generator, feature_std=self.feature_std
+        s = self.settings
+        return aug.strong_augment(
+            self.weak(batch), generator=self.generator, num_ops=s["strong_ops"], cutout=s["cutout"]
         )
 
 
 @dataclass(frozen=True)
 class StepDraw:
-    """What one step trains on: the labelled rows of the pool (for their labels or targets),
-    the weak views of those rows, and for FixMatch the weak and strong views of its unlabelled
-    rows (None for supervised training)."""
+    """One step's labelled rows of the pool, their weak views, and FixMatch's weak and strong
+    views of its unlabelled rows (None when supervised)."""
 
     rows: torch.Tensor
     labelled: torch.Tensor
@@ -178,9 +153,7 @@ class StepDraw:
 
 
 #: The augmented views of a chunk of steps are drawn together, at most this many bytes of them:
-#: one call per augmentation for the chunk instead of one per step (FixMatch's step on 28x28
-#: images augments 224 small images in some 60 tensor operations; measured: docs/student.md,
-#: "Speed"). Each image draws its own augmentation either way.
+#: one call per augmentation for the chunk instead of one per step (docs/student.md, "Speed").
 DRAW_BYTES = 16 * 2**20
 #: ... and at most this many steps per chunk.
 MAX_STEPS_PER_DRAW = 32
@@ -196,9 +169,8 @@ def steps_per_draw(batches: Batches, settings: dict) -> int:
 
 
 def draw_steps(batches: Batches, settings: dict, steps: int) -> list[StepDraw]:
-    """The inputs of ``steps`` steps, each augmentation called once for all of them (the random
-    draws in this order: labelled rows, unlabelled rows, their weak views, their strong views,
-    the labelled rows' weak views)."""
+    """The inputs of ``steps`` steps, each augmentation called once for all of them (drawn in
+    order: labelled rows, unlabelled rows, their weak, their strong, the labelled weak views)."""
     bs = settings["batch_size"]
     rows = batches.labelled_rows(bs * steps)
     weak = strong = None

@@ -22,13 +22,10 @@ from pate.student.draws import Batches, StepDraw, draw_steps, shard_sizes, steps
 from pate.student.parallel import Group, data_parallel
 from pate.student.trainer import Training, accuracy, step
 
-__all__ = ["EpochLoop", "CheckpointTarget", "draw_shards", "train_epochs"]
-
 
 @dataclasses.dataclass(frozen=True)
 class EpochLoop:
-    """What every epoch of one student's training reads: the resolved ``settings``,
-    ``num_classes``, the ``device`` and the ``validation`` split ((x, y); None: none)."""
+    """What every epoch of one student's training reads (``validation``: (x, y) or None)."""
 
     settings: dict
     num_classes: int
@@ -38,8 +35,7 @@ class EpochLoop:
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointTarget:
-    """Where the checkpoint after each epoch goes (``path``; None: none), with the
-    ``fingerprint`` and ``seed`` it records."""
+    """Where the checkpoint after each epoch goes (None: none) and what it records."""
 
     path: pathlib.Path | None
     fingerprint: str
@@ -49,9 +45,8 @@ class CheckpointTarget:
 def draw_shards(
     shards: Sequence[tuple[Batches, int]], settings: dict, steps: int
 ) -> list[StepDraw]:
-    """The inputs of ``steps`` steps from ``shards``, each ``(batches drawing from the shard's
-    generator, the shard's labelled rows)``: each shard drawn as a batch of its own size
-    (:func:`pate.student.draws.draw_steps`), the shards' rows of a step put together in order."""
+    """The inputs of ``steps`` steps from ``shards`` (each ``(its Batches, its labelled rows)``,
+    drawn as a batch of that size), the shards' rows of a step put together in order."""
     drawn = [
         draw_steps(batches, {**settings, "batch_size": size}, steps) for batches, size in shards
     ]
@@ -61,16 +56,10 @@ def draw_shards(
 
 
 def _joined(parts: Sequence[StepDraw]) -> StepDraw:
-    def cat(name: str) -> torch.Tensor | None:
-        values = [getattr(part, name) for part in parts]
-        return None if values[0] is None else torch.cat(values)
-
-    return StepDraw(
-        torch.cat([part.rows for part in parts]),
-        torch.cat([part.labelled for part in parts]),
-        cat("unlabelled_weak"),
-        cat("unlabelled_strong"),
-    )
+    """The shards' fields put together (a field None in one, supervised training, is None in
+    all)."""
+    fields = [[getattr(part, f.name) for part in parts] for f in dataclasses.fields(StepDraw)]
+    return StepDraw(*(None if values[0] is None else torch.cat(values) for values in fields))
 
 
 def _epoch(
@@ -107,16 +96,10 @@ def _epoch(
     if group.size > 1:  # each process summed its share of every step's losses
         mine = torch.stack([torch.as_tensor(sums[k], dtype=torch.float32) for k in names])
         sums = dict(zip(names, group.all_sum(mine).tolist(), strict=True))
-    record = {
-        "epoch": epoch + 1,
-        "steps": (epoch + 1) * n,
-        "lr": lr,
-        "loss_labelled": float(sums["loss_labelled"]) / n,
-        "seconds": time.perf_counter() - t0,
-    }
-    if settings["method"] == "fixmatch":
-        record["loss_unlabelled"] = float(sums["loss_unlabelled"]) / n
-        record["mask_rate"] = float(sums["mask_rate"]) / n
+    kept = names if settings["method"] == "fixmatch" else names[:1]
+    record = {"epoch": epoch + 1, "steps": (epoch + 1) * n, "lr": lr}
+    record.update({name: float(sums[name]) / n for name in kept})
+    record["seconds"] = time.perf_counter() - t0
     if loop.validation is not None:
         record["validation_accuracy"] = accuracy(
             training.final, *loop.validation, device=loop.device
@@ -134,9 +117,8 @@ def _epochs(
     *,
     after_epoch: Callable[[int, dict], None] | None,
 ) -> None:
-    """The epochs of ``group.rank``'s shards; after each, every shard's generator is brought up
-    to date in every process (the checkpoint holds them all) and ``after_epoch(epoch, record)``
-    is called."""
+    """The epochs of ``group.rank``'s shards; after each, every process gets every shard's
+    generator state (the checkpoint holds them all) and ``after_epoch(epoch, record)`` runs."""
     settings = loop.settings
     generators = training.generators
     count = len(generators)
@@ -173,11 +155,10 @@ def train_epochs(
     processes: int = 1,
     threads_each: int = 1,
 ) -> None:
-    """The epochs from ``training.start_epoch`` to ``loop.settings["epochs"]``: after each, its
-    record is appended to ``training.history``, the checkpoint written (when
-    ``checkpoint.path``) and ``on_epoch_end(epoch, record)`` called. With ``processes > 1``
-    (at most ``len(training.generators)``) the steps are shared with forked helper processes,
-    each on ``threads_each`` threads, as is this one meanwhile (:mod:`pate.student.parallel`)."""
+    """The remaining epochs: after each, its record appended to ``training.history``, the
+    checkpoint written and ``on_epoch_end(epoch, record)`` called. With ``processes > 1`` (at
+    most one per generator) forked helpers share the steps, each process on ``threads_each``
+    threads (:mod:`pate.student.parallel`)."""
     training.model.train()
 
     def helper(group: Group) -> None:  # in a forked process: its own copy of everything
@@ -213,23 +194,19 @@ def train_epochs(
         slot_size=slot_size,
         threads_each=threads_each,
     ) as group:
-        bar = _progress_bar(training, loop.settings, progress)  # after the fork (see helper)
+        from tqdm.auto import tqdm
+
+        settings = loop.settings
+        bar = tqdm(  # after the fork (see helper)
+            total=settings["epochs"] * settings["steps_per_epoch"],
+            initial=training.start_epoch * settings["steps_per_epoch"],
+            desc=f"student ({settings['method']})",
+            unit="step",
+            file=sys.stderr,
+            disable=not progress,
+            leave=False,
+        )
         try:
             _epochs(training, batches, loop, group, bar, after_epoch=after_epoch)
         finally:
             bar.close()
-
-
-def _progress_bar(training: Training, settings: dict, progress: bool):
-    """The run's tqdm bar over all its steps (on stderr; hidden unless ``progress``)."""
-    from tqdm.auto import tqdm
-
-    return tqdm(
-        total=settings["epochs"] * settings["steps_per_epoch"],
-        initial=training.start_epoch * settings["steps_per_epoch"],
-        desc=f"student ({settings['method']})",
-        unit="step",
-        file=sys.stderr,
-        disable=not progress,
-        leave=False,
-    )

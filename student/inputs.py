@@ -18,48 +18,16 @@ from torch import nn
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import describe
 
-__all__ = [
-    "check_inputs",
-    "check_public_x",
-    "check_labels",
-    "check_soft_targets",
-    "refuse_non_public",
-    "as_array",
-    "unlabelled_mask",
-]
-
-
-def looks_like_pate_data(obj: Any) -> bool:
-    return all(hasattr(obj, a) for a in ("private", "public", "evaluation"))
-
-
-def looks_like_split(obj: Any) -> bool:
-    return hasattr(obj, "x") and hasattr(obj, "y") and not isinstance(obj, np.ndarray)
-
-
-def is_model_like(obj: Any) -> bool:
-    if isinstance(obj, nn.Module):
-        return True
-    if isinstance(obj, (list, tuple)) and obj and all(isinstance(o, nn.Module) for o in obj):
-        return True
-    if (
-        isinstance(obj, dict)
-        and len(obj) > 0
-        and all(isinstance(v, torch.Tensor) for v in obj.values())
-    ):
-        return True  # a state dict (teacher weights)
-    return False
-
 
 def refuse_non_public(obj: Any, name: str) -> None:
     """TypeError for the things that must never reach the student."""
-    if looks_like_pate_data(obj):
+    if all(hasattr(obj, a) for a in ("private", "public", "evaluation")):  # a PateData
         raise InputTypeError(
             f"{name} is a PateData object, which holds the private split; the student may only see "
             "the public inputs. Pass data.public.x as public_x and the released labels "
             "(e.g. <run_dir>/labels.npy) as labels"
         )
-    if looks_like_split(obj):
+    if hasattr(obj, "x") and hasattr(obj, "y") and not isinstance(obj, np.ndarray):
         raise InputTypeError(
             f"{name} is an ArraySplit ({type(obj).__name__}), which carries true labels; pass the "
             "public inputs array (split.x) as public_x and the aggregator's released labels as labels"
@@ -70,7 +38,12 @@ def refuse_non_public(obj: Any, name: str) -> None:
             "receive the teachers' predictions or weights. Vote and aggregate (pate vote, pate "
             "aggregate) and pass the public inputs and the released labels only"
         )
-    if is_model_like(obj):
+    # a model, a non-empty list of models, or a state dict (teacher weights)
+    parts = list(obj.values()) if isinstance(obj, dict) else obj
+    kind = torch.Tensor if isinstance(obj, dict) else nn.Module
+    if isinstance(obj, nn.Module) or (
+        isinstance(obj, (list, tuple, dict)) and parts and all(isinstance(p, kind) for p in parts)
+    ):
         raise InputTypeError(
             f"{name} is a model / teacher ensemble / state dict; the student must never receive "
             "teacher weights. Pass the public inputs and the released labels only"
@@ -94,12 +67,10 @@ def as_array(obj: Any, name: str, what: str) -> np.ndarray:
 
 
 def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
-    """Inputs as a C-contiguous, writeable float32 array (N, C, H, W) or (N, F).
-
-    Refused: the things that must never reach the student (:func:`refuse_non_public`),
-    integer arrays (a 2-D one looks like a votes matrix), complex, sparse, NaN/inf, other ranks,
-    and (``fit``) no rows or (tabular) no features.
-    """
+    """Inputs as a C-contiguous, writeable float32 array (N, C, H, W) or (N, F). Refused: what
+    must never reach the student (:func:`refuse_non_public`), integer arrays (a 2-D one looks
+    like a votes matrix), complex, sparse, NaN/inf, other ranks, and (``fit``) no rows or
+    (tabular) no features."""
     refuse_non_public(x, name)
     x = as_array(x, name, "a numpy array of public inputs (or an array-like of floats)")
     if x.dtype == object:
@@ -121,14 +92,11 @@ def check_inputs(x: Any, name: str, *, fit: bool) -> np.ndarray:
             f"got {describe(x)}{hint}"
         )
     if x.ndim not in (2, 4):
-        extra = (
-            " (for grayscale (N, H, W) images pass x[:, None])"
-            if x.ndim == 3
-            else ". Reshape your data either using x.reshape(-1, 1) if it has a single feature or "
-            "x.reshape(1, -1) if it contains a single sample"
-            if x.ndim == 1
-            else ""
-        )
+        extra = {
+            3: " (for grayscale (N, H, W) images pass x[:, None])",
+            1: ". Reshape your data either using x.reshape(-1, 1) if it has a single feature or "
+            "x.reshape(1, -1) if it contains a single sample",
+        }.get(x.ndim, "")
         raise InputError(f"{name} must have shape (N, C, H, W) or (N, F), got {x.shape}{extra}")
     if fit and x.shape[0] == 0:
         raise InputError(f"{name} is empty (shape {x.shape}): the student needs public inputs")
@@ -147,27 +115,13 @@ def check_public_x(public_x: Any) -> np.ndarray:
     return check_inputs(public_x, "public_x", fit=True)
 
 
-def unlabelled_mask(y: np.ndarray) -> np.ndarray:
-    """Where an object array holds the integer -1 (the unlabelled marker)."""
-    return np.fromiter(
-        (
-            isinstance(v, (numbers.Integral, np.integer)) and not isinstance(v, bool) and v == -1
-            for v in y
-        ),
-        dtype=bool,
-        count=y.shape[0],
-    )
-
-
 def check_labels(
     labels: Any, num_public: int, num_classes: int | None, name: str = "labels"
 ) -> tuple[np.ndarray, np.ndarray]:
-    """``(encoded, classes)``: int64 class indices (-1 = unlabelled) and ``classes_``.
-
-    Labels: docs/student.md, "The estimator's contract". Refused: votes matrices, per-teacher predictions,
+    """``(encoded, classes)``: int64 class indices (-1 = unlabelled) and ``classes_``
+    (docs/student.md, "The estimator's contract"). Refused: votes, per-teacher predictions,
     probabilities, continuous targets, labels below -1 or at/above ``num_classes``, no answered
-    item, and a single class when ``num_classes`` is not given.
-    """
+    item, and a single class when ``num_classes`` is not given."""
     refuse_non_public(labels, name)
     if labels is None:
         raise InputError(
@@ -192,8 +146,7 @@ def check_labels(
 
 
 def _check_label_shape(labels: np.ndarray, name: str, num_public: int) -> None:
-    """TypeError for what is not released labels (votes, predictions, probabilities),
-    ValueError unless one label per public item."""
+    """Refuse what is not one released label per public item (votes, predictions, ...)."""
     if labels.ndim == 2:
         if np.issubdtype(labels.dtype, np.integer):
             raise InputTypeError(
@@ -255,7 +208,13 @@ def _encode_class_labels(
             f"{name} must hold class indices (-1 = unanswered) or class labels "
             f"(strings, booleans), got {describe(labels)}"
         )
-    answered = ~unlabelled_mask(labels) if kind == "O" else np.ones(labels.shape[0], dtype=bool)
+    answered = np.ones(labels.shape[0], dtype=bool)
+    if kind == "O":  # an integer -1 (not True, not -1.0) marks an unlabelled item
+        integer = (numbers.Integral, np.integer)
+        answered = np.array(
+            [not (isinstance(v, integer) and not isinstance(v, bool) and v == -1) for v in labels],
+            dtype=bool,
+        )
     if not answered.any():
         raise InputError(
             f"{name} has no answered item (all -1): the student needs at least one label"
@@ -285,8 +244,8 @@ def _encode_class_labels(
 
 
 def check_soft_targets(soft_targets: Any, labels: np.ndarray, num_classes: int) -> np.ndarray:
-    """Soft targets as float64 (N, num_classes), checked (docs/student.md, "The
-    estimator's contract"); ``labels`` are the encoded labels (-1 = unlabelled). Unlabelled rows are zeroed."""
+    """Soft targets checked against the encoded ``labels``, as float64 (N, num_classes) with the
+    unlabelled rows zeroed (docs/student.md, "The estimator's contract")."""
     refuse_non_public(soft_targets, "soft_targets")
     targets = as_array(soft_targets, "soft_targets", "an (N, classes) array of class probabilities")
     if targets.dtype.kind in "iub":

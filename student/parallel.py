@@ -18,17 +18,6 @@ from typing import Any, cast
 
 import torch
 
-__all__ = [
-    "POLL_S",
-    "fork_available",
-    "autograd_survives_fork",
-    "choose_processes",
-    "Group",
-    "SINGLE",
-    "data_parallel",
-    "ParallelTrainingError",
-]
-
 logger = logging.getLogger("pate.student")
 
 #: A waiting process checks every this many seconds that its peers are alive.
@@ -61,38 +50,32 @@ def autograd_survives_fork() -> bool:
 
 def choose_processes(requested: int | str, *, shards: int, device: torch.device, cpus: int) -> int:
     """How many processes train: ``requested`` (an int, or ``"auto"``: ``cpus``, the CPUs the
-    training may use) at most ``shards`` (a step cannot be split further); 1 on a GPU, where
-    ``fork`` is unavailable or cannot carry autograd (:func:`autograd_survives_fork`), in a
-    daemonic process (a ``multiprocessing`` pool's worker), or for one shard."""
+    training may use) at most ``shards`` (a step cannot be split further); 1 where one of the
+    reasons below holds (a daemonic process, a pool's worker, may not start processes)."""
     wanted = max(1, cpus) if requested == "auto" else int(requested)
-    daemon = multiprocessing.current_process().daemon  # may not start processes of its own
-    forks = fork_available() and autograd_survives_fork()
-    if device.type != "cpu" or shards < 2 or not forks or daemon:
-        if requested != "auto" and wanted > 1:
-            why = (
-                f"the device is {device.type}"
-                if device.type != "cpu"
-                else "the network's rows are not independent (BatchNorm or a layer of its own)"
-                if shards < 2
-                else "this is a daemonic process"
-                if daemon
-                else "processes cannot be forked here"
-                if not fork_available()
-                else "torch sees a GPU, and autograd cannot run in a process forked then"
-            )
-            logger.info("student: processes=%d: training in one process (%s)", wanted, why)
-        return 1
-    return max(1, min(wanted, shards))
+    reasons = (
+        (device.type != "cpu", f"the device is {device.type}"),
+        (shards < 2, "the network's rows are not independent (BatchNorm or a layer of its own)"),
+        (multiprocessing.current_process().daemon, "this is a daemonic process"),
+        (not fork_available(), "processes cannot be forked here"),
+        (
+            not autograd_survives_fork(),
+            "torch sees a GPU, and autograd cannot run in a process forked then",
+        ),
+    )
+    why = next((reason for holds, reason in reasons if holds), None)
+    if why is None:
+        return max(1, min(wanted, shards))
+    if requested != "auto" and wanted > 1:
+        logger.info("student: processes=%d: training in one process (%s)", wanted, why)
+    return 1
 
 
 class _Barrier:
-    """A barrier whose waits poll for lost peers (``multiprocessing.Barrier`` cannot: its
-    timeout breaks it for good), and whose last arrival goes on at once.
-
-    Each party waits on a semaphore of its own, which the last party to arrive releases
-    without waiting for anyone (why not a ``multiprocessing.Condition``: docs/threads.md). The
-    last arrival of a generation releases only the parties counted in it, so a fast party can
-    never pass a later generation on a release meant for a slow one."""
+    """A barrier whose waits poll for lost peers (``multiprocessing.Barrier``'s timeout breaks
+    it for good), and whose last arrival goes on at once: each party waits on a semaphore of
+    its own, released by the last to arrive for the parties of its generation only (so a fast
+    party never passes a later generation on a slow one's release; docs/threads.md)."""
 
     def __init__(self, context: Any, parties: int) -> None:
         self.parties = parties
@@ -152,16 +135,14 @@ class Group:
             self._barrier.wait(self.rank, self._healthy)
 
     def _next_slots(self) -> torch.Tensor:
-        """The set of slots for the next sum. Two sets are used in turn: a process writes a
-        set again only after every process has passed the next wait, that is, after each has
-        read the set's previous sums."""
+        """The set of slots for the next sum: two in turn, so a set is written again only after
+        every process has passed the next wait, having read its previous sums."""
         slots = cast(torch.Tensor, self._slots)[self._parity]  # callers checked it is set
         self._parity ^= 1
         return slots
 
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
-        """The sum of ``tensor`` (a float32 tensor on the CPU, the same shape in every
-        process) over the processes, the same in each."""
+        """The sum over the processes of ``tensor`` (float32, on the CPU, one shape in all)."""
         if self.size == 1 or self._slots is None:
             return tensor
         slots, n = self._next_slots(), tensor.numel()
@@ -170,9 +151,8 @@ class Group:
         return slots[:, :n].sum(dim=0).view_as(tensor)
 
     def sum_gradients(self, params: Sequence[torch.Tensor]) -> None:
-        """Every parameter's gradient replaced by its sum over the processes (a missing
-        gradient counts as zeros); the gradients are written straight into this process's
-        slot."""
+        """Every parameter's gradient replaced by its sum over the processes (a missing one counts
+        as zeros), written straight into this process's slot."""
         if self.size == 1 or self._slots is None:
             return
         slots, n = self._next_slots(), sum(p.numel() for p in params)
@@ -212,19 +192,12 @@ class Group:
 SINGLE = Group(0, 1)
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to stop this process when its parent dies (elsewhere a no-op: the waits'
-    polling notices the parent is gone)."""
-    if not sys.platform.startswith("linux"):
-        return
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
 def _helper_main(
     group: Group, barrier: _Barrier, helper: Callable[[Group], None], threads_each: int
 ) -> None:
-    _die_with_parent()
+    # Linux stops this process when its parent dies; elsewhere (no prctl) the waits notice.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     torch.set_num_threads(threads_each)
     code = 0
     try:
@@ -254,22 +227,36 @@ def data_parallel(
     slot_size: int,
     threads_each: int,
 ) -> Iterator[Group]:
-    """Fork ``processes - 1`` helpers, helper ``r`` running ``helper(Group(r, ...))``, and
-    yield this process's group (rank 0), computing on ``threads_each`` threads meanwhile.
-    ``slot_size``: the largest tensor :meth:`Group.all_sum` takes; ``states``: how many byte
-    tensors :meth:`Group.share_states` shares and their length. On leaving, the helpers have
-    finished (or are stopped, when the block raised); a failed or lost helper raises
-    :class:`ParallelTrainingError`."""
+    """Fork ``processes - 1`` helpers running ``helper(their group)`` and yield this process's
+    (rank 0), on ``threads_each`` threads meanwhile; ``slot_size``: the largest tensor summed,
+    ``states``: the shared byte tensors' count and length. On leaving, the helpers have finished
+    (or are stopped); a failed or lost one raises :class:`ParallelTrainingError`."""
     if processes <= 1:
         yield SINGLE
         return
     context = multiprocessing.get_context("fork")
     barrier = _Barrier(context, processes)
     slots = torch.zeros((2, processes, max(1, slot_size))).share_memory_()
-    shared_states = torch.zeros(states, dtype=torch.uint8).share_memory_()
-    helpers = _helper_processes(
-        context, processes, helper, barrier, slots, shared_states, threads_each
-    )
+    shared = {"slots": slots, "states": torch.zeros(states, dtype=torch.uint8).share_memory_()}
+    parent = os.getpid()
+
+    def parent_alive() -> str | None:  # a helper's waits check that this process is alive
+        return None if os.getppid() == parent else "the training's main process is gone"
+
+    helpers = [
+        context.Process(
+            target=_helper_main,
+            args=(
+                Group(rank, processes, **shared, barrier=barrier, healthy=parent_alive),
+                barrier,
+                helper,
+                threads_each,
+            ),
+            name=f"pate-student-{rank}",
+            daemon=True,
+        )
+        for rank in range(1, processes)
+    ]
 
     def helpers_alive() -> str | None:
         """While the caller waits: any helper that has ended is lost to the training."""
@@ -290,9 +277,7 @@ def data_parallel(
         process.start()
     ok = False
     try:
-        yield Group(
-            0, processes, slots=slots, states=shared_states, barrier=barrier, healthy=helpers_alive
-        )
+        yield Group(0, processes, **shared, barrier=barrier, healthy=helpers_alive)
         ok = True
     except _Aborted:
         _stop(helpers, barrier)
@@ -309,30 +294,6 @@ def data_parallel(
     problem = failed()
     if problem is not None:
         raise ParallelTrainingError(problem)
-
-
-def _helper_processes(context, processes, helper, barrier, slots, states, threads_each) -> list:
-    """The helpers ``1 .. processes - 1``, not started; each sees the group as its rank, and
-    its waits check that this process (its parent) is still alive."""
-    parent = os.getpid()
-
-    def parent_alive() -> str | None:
-        return None if os.getppid() == parent else "the training's main process is gone"
-
-    helpers = []
-    for rank in range(1, processes):
-        group = Group(
-            rank, processes, slots=slots, states=states, barrier=barrier, healthy=parent_alive
-        )
-        helpers.append(
-            context.Process(
-                target=_helper_main,
-                args=(group, barrier, helper, threads_each),
-                name=f"pate-student-{rank}",
-                daemon=True,
-            )
-        )
-    return helpers
 
 
 def _stop(helpers: list, barrier: _Barrier) -> None:

@@ -1,9 +1,7 @@
-"""The released student that takes raw table rows: the table encoder (fitted on public rows only,
-:mod:`pate.teachers.table_encoding`) in front of the student, and the declared class names
-behind it. Its file ``student_encoder.json`` lies beside ``student.pt`` in a run directory and
-in an exported bundle (:data:`pate.run.rundir.STUDENT_ENCODER`); it holds the built-in encoder's
-public statistics as JSON, or, for a user's own scikit-learn transformer (never stored: no
-pickles), its name and columns, and the loader then takes the fitted transformer as an argument.
+"""The released student that takes raw table rows: the public-fitted table encoder
+(:mod:`pate.teachers.table_encoding`) in front of the student and the declared class names
+behind it, stored as ``student_encoder.json`` beside ``student.pt`` (a user's own transformer
+is never stored, no pickles: its loader takes it as an argument; docs/publishing.md).
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ def write_encoder_file(
 ) -> pathlib.Path:
     """Write what turns raw rows into the student's inputs, and the declared class names, to
     ``path`` as JSON (public facts only: the encoder was fitted on public rows)."""
-    path = pathlib.Path(path)
     state = {
         "format": _FORMAT,
         "class_names": None if class_names is None else [str(name) for name in class_names],
@@ -42,15 +39,13 @@ def write_encoder_file(
         "transformer": None if encoder.builtin else type(encoder.transformer).__name__,
         "describe": encoder.describe(),
     }
-    atomic_write_json(path, state)
-    return path
+    return atomic_write_json(path, state)
 
 
 class RawRowStudent:
-    """A fitted student with its table encoder: :meth:`predict` and :meth:`predict_proba` take a
-    pandas DataFrame of raw rows (the columns of the evaluation file; the label, id and dropped
-    columns may be there and are ignored). ``predict`` returns the declared class names when
-    known (else class indices); ``classes_`` is the order of ``predict_proba``'s columns."""
+    """A fitted student with its table encoder, predicting from a DataFrame of raw rows (label,
+    id and dropped columns ignored): ``predict`` gives the declared class names when known (else
+    class indices); ``classes_`` is the order of ``predict_proba``'s columns."""
 
     def __init__(self, student: Any, encoder: TableEncoder, class_names: Any = None) -> None:
         self.student = student
@@ -80,10 +75,9 @@ class RawRowStudent:
     def load(
         cls, path: str | os.PathLike, *, transformer: Any = None, device: str = "cpu", model=None
     ) -> RawRowStudent:
-        """The released student of a run directory or exported bundle ``path`` (a folder holding
-        ``student.pt`` and ``student_encoder.json``, or the ``student.pt`` file itself).
-        ``transformer``: the user's own fitted preprocessing transformer, when the run had one
-        (it is not stored); ``device``, ``model``: as :meth:`pate.student.train.Student.load`."""
+        """The released student of a run directory or exported bundle (``path``: the folder or its
+        ``student.pt``); ``transformer``: the run's own fitted transformer, when it had one (it is
+        not stored); ``device``, ``model``: as :meth:`pate.student.train.Student.load`."""
         from pate.student.train import Student
 
         path = pathlib.Path(path)

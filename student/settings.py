@@ -19,62 +19,14 @@ from pate.analysis.validation import (
     check_int,
     check_nonnegative,
     check_positive,
+    check_unit_interval,
     describe,
 )
 from pate.student import augment as aug
 from pate.student.inputs import refuse_non_public
 
-__all__ = [
-    "METHODS",
-    "TRAINING_PARAMS",
-    "OTHER_PARAMS",
-    "MIN_STUDENT_STEPS",
-    "MIN_STUDENT_EPOCHS",
-    "auto_epochs",
-    "short_training_warning",
-    "fill_training_length",
-    "validated_settings",
-    "resolve_device",
-    "seed_from",
-]
-
 METHODS = ("fixmatch", "supervised")
 
-#: Settings that change the trained weights (part of the checkpoint fingerprint).
-TRAINING_PARAMS = (
-    "model",
-    "method",
-    "epochs",
-    "steps_per_epoch",
-    "batch_size",
-    "unlabeled_ratio",
-    "threshold",
-    "unlabeled_weight",
-    "learning_rate",
-    "momentum",
-    "weight_decay",
-    "ema_decay",
-    "flip",
-    "pad",
-    "strong_ops",
-    "cutout",
-    "num_classes",
-    "distribution_alignment",
-    "amp",
-)
-#: The other settings: where and how the run goes, not what it trains.
-OTHER_PARAMS = (
-    "device",
-    "processes",
-    "random_state",
-    "progress",
-    "checkpoint_dir",
-    "resume",
-    "on_epoch_end",
-    "validation",
-)
-
-# ------------------------------------------------------------------------------ training length
 
 #: ``epochs=None`` (the default, "auto"): at least this many optimiser steps in all, whatever the
 #: number of labelled or public items (why, measured: docs/student.md, "Training length").
@@ -84,8 +36,7 @@ MIN_STUDENT_EPOCHS = 20
 
 
 def auto_epochs(steps_per_epoch: int) -> int:
-    """Epochs of ``epochs=None``: ``max(MIN_STUDENT_EPOCHS, ceil(MIN_STUDENT_STEPS /
-    steps_per_epoch))``."""
+    """The epochs of ``epochs=None``: both :data:`MIN_STUDENT_EPOCHS` and the steps' minimum."""
     return max(MIN_STUDENT_EPOCHS, math.ceil(MIN_STUDENT_STEPS / max(1, int(steps_per_epoch))))
 
 
@@ -100,17 +51,15 @@ def short_training_warning(epochs: int, steps_per_epoch: int) -> str:
 
 
 def fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> bool:
-    """Fill the settings left open: ``pad`` (images), ``steps_per_epoch`` and ``epochs``
-    (:func:`auto_epochs`). True when the epochs given make fewer than
-    :data:`MIN_STUDENT_STEPS` steps (warned about as training starts)."""
+    """Fill the settings left open (``pad``, ``steps_per_epoch``, ``epochs``); True when the
+    epochs given make fewer than :data:`MIN_STUDENT_STEPS` steps (warned about)."""
     if x.ndim == 4 and settings["pad"] is None:
         settings["pad"] = aug.default_pad(x.shape[2])
-    if settings["steps_per_epoch"] is None:
+    if settings["steps_per_epoch"] is None:  # one pass over the pool, or the labelled items
+        rows, per_step = num_labelled, settings["batch_size"]
         if settings["method"] == "fixmatch":
-            per_step = settings["batch_size"] * settings["unlabeled_ratio"]
-            settings["steps_per_epoch"] = max(1, math.ceil(x.shape[0] / per_step))
-        else:
-            settings["steps_per_epoch"] = max(1, math.ceil(num_labelled / settings["batch_size"]))
+            rows, per_step = x.shape[0], settings["batch_size"] * settings["unlabeled_ratio"]
+        settings["steps_per_epoch"] = max(1, math.ceil(rows / per_step))
     short = settings["epochs"] is not None and (
         settings["epochs"] * settings["steps_per_epoch"] < MIN_STUDENT_STEPS
     )
@@ -119,22 +68,46 @@ def fill_training_length(settings: dict, x: np.ndarray, num_labelled: int) -> bo
     return short
 
 
-# ------------------------------------------------------------------------------ the checks
+#: The integer settings and their minimum.
+_INTEGERS = {
+    "epochs": 1,
+    "steps_per_epoch": 1,
+    "batch_size": 1,
+    "unlabeled_ratio": 1,
+    "pad": 0,
+    "strong_ops": 0,
+    "num_classes": 2,
+}
+#: The real settings and their check; ``momentum`` and ``ema_decay`` must also be below 1.
+_REALS = {
+    "threshold": check_unit_interval,  # a confidence
+    "unlabeled_weight": check_nonnegative,
+    "learning_rate": check_positive,
+    "momentum": check_nonnegative,
+    "weight_decay": check_nonnegative,
+    "ema_decay": check_positive,
+    "cutout": check_unit_interval,  # a fraction of the image side
+}
+#: The settings whose default, None, is filled in or means "off".
+_OPTIONAL = ("epochs", "steps_per_epoch", "pad", "num_classes", "ema_decay")
 
 
 def validated_settings(student: Any) -> dict:
-    """All settings of ``student`` (a :class:`pate.student.train.Student`) checked, before any
-    work; returns the training settings as plain values (a ``TypeError`` or ``ValueError``
-    naming the first bad setting otherwise)."""
+    """The training settings of ``student`` (a :class:`pate.student.train.Student`) as plain
+    values, all its settings checked (a ``TypeError`` or ``ValueError`` names the first bad one)."""
     s = {"model": _checked_model(student.model)}
     s["method"] = check_choice(student.method, "method", METHODS)
-    s.update(_checked_optimisation(student))
-    s.update(_checked_augmentation(student))
-    s["num_classes"] = (
-        None
-        if student.num_classes is None
-        else check_int(student.num_classes, "num_classes", minimum=2)
-    )
+    for name in (*_INTEGERS, *_REALS, "distribution_alignment", "amp", "flip"):
+        value = getattr(student, name)
+        if value is None and name in _OPTIONAL:
+            s[name] = None
+        elif name in _INTEGERS:
+            s[name] = check_int(value, name, minimum=_INTEGERS[name])
+        else:
+            s[name] = _REALS[name](value, name) if name in _REALS else check_bool(value, name)
+    for name, interval in (("momentum", "[0, 1)"), ("ema_decay", "(0, 1) or None")):
+        if s[name] is not None and s[name] >= 1:
+            raise InputError(f"{name} must be in {interval}, got {s[name]!r}")
     _check_run_options(student)
     return s
 
@@ -164,52 +137,8 @@ def _checked_model(model: Any) -> str:
     return model
 
 
-def _checked_optimisation(st: Any) -> dict:
-    """The training length, batches, FixMatch's threshold and weight, SGD and the EMA."""
-    s: dict[str, Any] = {}
-    s["epochs"] = None if st.epochs is None else check_int(st.epochs, "epochs", minimum=1)
-    s["steps_per_epoch"] = (
-        None
-        if st.steps_per_epoch is None
-        else check_int(st.steps_per_epoch, "steps_per_epoch", minimum=1)
-    )
-    s["batch_size"] = check_int(st.batch_size, "batch_size", minimum=1)
-    s["unlabeled_ratio"] = check_int(st.unlabeled_ratio, "unlabeled_ratio", minimum=1)
-    s["threshold"] = check_nonnegative(st.threshold, "threshold")
-    if s["threshold"] > 1:
-        raise InputError(f"threshold is a confidence in [0, 1], got {s['threshold']!r}")
-    s["unlabeled_weight"] = check_nonnegative(st.unlabeled_weight, "unlabeled_weight")
-    s["learning_rate"] = check_positive(st.learning_rate, "learning_rate")
-    s["momentum"] = check_nonnegative(st.momentum, "momentum")
-    if s["momentum"] >= 1:
-        raise InputError(f"momentum must be in [0, 1), got {s['momentum']!r}")
-    s["weight_decay"] = check_nonnegative(st.weight_decay, "weight_decay")
-    if st.ema_decay is None:
-        s["ema_decay"] = None
-    else:
-        s["ema_decay"] = check_positive(st.ema_decay, "ema_decay")
-        if s["ema_decay"] >= 1:
-            raise InputError(f"ema_decay must be in (0, 1) or None, got {s['ema_decay']!r}")
-    return s
-
-
-def _checked_augmentation(st: Any) -> dict:
-    """Distribution alignment and the augmentations' settings."""
-    s: dict[str, Any] = {}
-    s["distribution_alignment"] = check_bool(st.distribution_alignment, "distribution_alignment")
-    s["amp"] = check_bool(st.amp, "amp")
-    s["flip"] = check_bool(st.flip, "flip")
-    s["pad"] = None if st.pad is None else check_int(st.pad, "pad", minimum=0)
-    s["strong_ops"] = check_int(st.strong_ops, "strong_ops", minimum=0)
-    s["cutout"] = check_nonnegative(st.cutout, "cutout")
-    if s["cutout"] > 1:
-        raise InputError(f"cutout is a fraction of the image side in [0, 1], got {s['cutout']!r}")
-    return s
-
-
 def _check_run_options(st: Any) -> None:
-    """processes, progress, resume (with a checkpoint_dir), on_epoch_end and the validation
-    data."""
+    """The settings of how the run goes (processes, progress, resume, on_epoch_end, validation)."""
     if not (isinstance(st.processes, str) and st.processes == "auto"):
         if isinstance(st.processes, str):
             raise InputError(f"processes must be 'auto' or an int >= 1, got {st.processes!r}")
@@ -227,33 +156,21 @@ def _check_run_options(st: Any) -> None:
                 f"validation must be a tuple (x, y) or None, got {describe(st.validation)}"
             )
         vx, vy = st.validation
-        if (
-            not isinstance(vx, np.ndarray)
-            or not isinstance(vy, np.ndarray)
-            or vy.ndim != 1
-            or vx.shape[0] != vy.shape[0]
-        ):
+        arrays = isinstance(vx, np.ndarray) and isinstance(vy, np.ndarray)
+        if not arrays or vy.ndim != 1 or vx.shape[0] != vy.shape[0]:
             raise InputError("validation must be (x, y) numpy arrays with one label per row of x")
 
 
-# ------------------------------------------------------------------------------ helpers
-
-
 def resolve_device(spec: Any = "auto") -> torch.device:
-    """``"auto"`` -> CUDA if available else CPU; ``"cpu"``; ``"cuda"`` / ``"cuda:N"`` (must exist).
-
-    The same rules and messages as the teachers (``pate.teachers.devices.resolve_device``).
-    """
+    """``spec`` (or its ``str``, a ``torch.device``) by the teachers' rules and messages
+    (:func:`pate.teachers.devices.resolve_device`)."""
     from pate.teachers.devices import resolve_device as _resolve
 
-    if isinstance(spec, torch.device):
-        spec = str(spec)
-    return torch.device(_resolve(spec))
+    return torch.device(_resolve(str(spec) if isinstance(spec, torch.device) else spec))
 
 
 def seed_from(random_state: Any) -> int | None:
-    """The seed of ``random_state``: None, a non-negative int, or a draw from a
-    ``numpy.random.Generator`` (consumed, like a ``RandomState``)."""
+    """The seed of ``random_state``: None, an int >= 0, or a draw from a numpy ``Generator``."""
     if random_state is None:
         return None
     if isinstance(random_state, np.random.Generator):

@@ -1,8 +1,6 @@
-"""Training the student, the only model PATE releases: supervised or semi-supervised (FixMatch)
-on the privately labelled public split (:func:`train_student`, the scikit-learn estimator
-:class:`Student`; methods, settings, labels and soft targets: docs/student.md). Only public
-inputs and released labels reach it -- never the private split, the votes or the teachers --
-and the API refuses anything else with a ``TypeError``; ``-1`` marks an unlabelled item.
+"""Training the student, the only model PATE releases, on the public inputs and their released
+labels alone (:func:`train_student`, the scikit-learn estimator :class:`Student`; more:
+docs/student.md).
 """
 
 from __future__ import annotations
@@ -25,7 +23,12 @@ from torch import nn
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int
 from pate.core.threads import cpu_budget
-from pate.student.checkpoint import CHECKPOINT_KEYS, CHECKPOINT_NAME, load_student_file
+from pate.student.checkpoint import (
+    CHECKPOINT_KEYS,
+    CHECKPOINT_NAME,
+    load_student_file,
+    start_over,
+)
 from pate.student.draws import Batches, rows_independent, saved_shards, step_shards
 from pate.student.epochs import CheckpointTarget, EpochLoop, train_epochs
 from pate.student.inputs import (
@@ -35,8 +38,6 @@ from pate.student.inputs import (
 )
 from pate.student.parallel import choose_processes
 from pate.student.settings import (
-    OTHER_PARAMS,
-    TRAINING_PARAMS,
     fill_training_length,
     resolve_device,
     seed_from,
@@ -51,62 +52,17 @@ __all__ = [
     "train_student",
     "Student",
     "CHECKPOINT_NAME",
-    "STUDENT_CHECKS_EXPECTED_TO_FAIL",
-    "STUDENT_CHECKS_PLATFORM_DEPENDENT",
 ]
 
 logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
-# --------------------------------------------------------------------------- the estimator
-
-_INTEGER_X_REASON = (
-    "integer X is refused by design: a 2-D integer array is what the teachers' votes matrix looks "
-    "like, and votes must never reach the student (real integer features: X.astype(np.float32))"
-)
-
-STUDENT_CHECKS_EXPECTED_TO_FAIL = {
-    "check_estimators_dtypes": _INTEGER_X_REASON,
-    "check_classifier_data_not_an_array": _INTEGER_X_REASON
-    + "; this check's X is an integer array",
-    "check_classifiers_classes": (
-        "-1 marks an unlabelled item (semi-supervised), so this check's labels {-1, 1} are one "
-        "class plus unlabelled data, not two classes"
-    ),
-}
-
-STUDENT_CHECKS_PLATFORM_DEPENDENT = {
-    "check_methods_subset_invariance": (
-        "the network computes in float32 and some CPU BLAS kernels round a batch of one row "
-        "differently from a larger batch, so predict_proba of a subset can differ from the full "
-        "batch by a float32 rounding step (~1e-7), which this check's atol=1e-7, rtol=1e-7 "
-        "rejects; seen on a 16-core machine with torch 2.11, not on a 2-core one with torch 2.14"
-    ),
-}
-
 
 class Student(ClassifierMixin, BaseEstimator):
-    """The student model, a scikit-learn classifier (its contract, labels, soft targets and the
-    FixMatch step: docs/student.md, "The estimator's contract").
-
-    ``fit(X, y)``: ``X`` the public inputs, (N, C, H, W) images in [0, 1] or (N, F) float
-    features; ``y`` one label per item, ``-1`` where unlabelled. Every clone of a
+    """The student model, a scikit-learn classifier: ``fit(X, y)`` on the public inputs ``X``,
+    (N, C, H, W) images in [0, 1] or (N, F) float features, and one released label per item in
+    ``y``, ``-1`` where unlabelled. Its contract, and what each parameter means:
+    docs/student.md, "The estimator's contract" and "Parameters". Every clone of a
     cross-validation trains from scratch (leave ``checkpoint_dir`` None there).
-
-    Parameters: ``model`` ``"auto"`` (cnn28 / cnn32 / cnn8 by image size, else mlp) or a name
-    of ``pate.teachers.models.build_model`` (a model *instance* is refused: the student never
-    starts from teacher weights); ``method`` ``"fixmatch"`` or ``"supervised"``; ``epochs``
-    (None: at least 1000 optimiser steps, :func:`pate.student.settings.auto_epochs`) and
-    ``steps_per_epoch`` (None: one pass over the pool, or the answered items if supervised);
-    ``batch_size`` labelled items a step; FixMatch's ``unlabeled_ratio`` (mu), ``threshold``
-    (tau), ``unlabeled_weight`` (lambda_u), ``distribution_alignment`` (ReMixMatch); SGD's
-    ``learning_rate``, ``momentum``, ``weight_decay`` (cosine decay); ``ema_decay`` (None or in
-    (0, 1): averaged weights predict); ``amp`` (bfloat16 autocast where native; ``precision_``
-    says); augmentation ``flip``, ``pad`` (None: 12.5 % of the side), ``strong_ops``,
-    ``cutout``; ``num_classes`` (None: ``max(labels) + 1``); ``device`` (``"auto"``, ``"cpu"``,
-    ``"cuda"``, ``"cuda:N"``); ``processes`` (``"auto"`` or >= 1 processes sharing each CPU
-    step, the same weights up to float rounding; ``processes_`` says); ``random_state``;
-    ``progress`` (tqdm); ``checkpoint_dir`` and ``resume`` (a per-epoch checkpoint);
-    ``on_epoch_end(epoch, record)``; ``validation`` ``(x, y)`` monitored in ``history_`` only.
     """
 
     def __init__(
@@ -168,53 +124,34 @@ class Student(ClassifierMixin, BaseEstimator):
         self.on_epoch_end = on_epoch_end
         self.validation = validation
 
-    # ---- scikit-learn conventions (get_params, __repr__, score, clone: BaseEstimator / ClassifierMixin)
-
     def set_params(self, **params: Any) -> Student:
-        valid = set(TRAINING_PARAMS + OTHER_PARAMS)
+        valid = self._get_param_names()
         for name in params:
             if name not in valid:
-                raise InputError(
-                    f"unknown Student parameter {name!r}; valid: {', '.join(sorted(valid))}"
-                )
+                raise InputError(f"unknown Student parameter {name!r}; valid: {', '.join(valid)}")
         return super().set_params(**params)
 
     def __sklearn_tags__(self):
+        # A classifier's defaults hold: (N, F) inputs (no tag for (N, C, H, W) images), no NaN,
+        # no sparse input, a required target, multi-class. A fixed random_state gives the same
+        # weights on the CPU; CUDA kernels are not bitwise reproducible.
         tags = super().__sklearn_tags__()
-        # Inputs: (N, F) features or (N, C, H, W) images (no tag for 4-D); no NaN, no sparse.
-        tags.input_tags.two_d_array = True
-        tags.input_tags.three_d_array = False
-        tags.input_tags.allow_nan = False
-        tags.input_tags.sparse = False
-        tags.target_tags.required = True
-        tags.classifier_tags.multi_class = True
-        tags.classifier_tags.multi_label = False
-        # Fixed random_state -> the same weights on the CPU; CUDA kernels are not bitwise
-        # reproducible.
         try:
             tags.non_deterministic = resolve_device(self.device).type != "cpu"
         except (TypeError, ValueError):
             tags.non_deterministic = True
         return tags
 
-    # ---- validation
-
     def _validated(self) -> dict:
-        """All settings checked (before any work); returns the training settings as plain values
-        (:func:`pate.student.settings.validated_settings`)."""
+        """All settings checked (before any work), the training settings as plain values (also
+        the config's check of ``[student]``)."""
         return validated_settings(self)
 
-    # ---- training
-
     def fit(self, X: Any, y: Any, *, soft_targets: Any = None) -> Student:
-        """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered).
-
-        ``soft_targets``: None, or (N, len(classes_)) class probabilities that replace the
-        one-hot labels in the labelled loss (docs/student.md, "The estimator's contract").
-        Returns ``self``. Only the public inputs and the released labels may be passed: the
-        private split, a ``PateData``, an ``ArraySplit``, votes, teacher predictions or teacher
-        models are refused with a ``TypeError``.
-        """
+        """Train on the public inputs ``X`` and their released labels ``y`` (-1 = unanswered);
+        ``soft_targets``: None, or (N, len(classes_)) class probabilities replacing the one-hot
+        labels. Anything else that reaches it (the private split, votes, teachers) is refused
+        with a ``TypeError`` (docs/student.md, "The estimator's contract")."""
         return self._fit(X, y, names=("X", "y"), soft_targets=soft_targets)
 
     def _fit(self, X: Any, y: Any, *, names: tuple[str, str], soft_targets: Any = None) -> Student:
@@ -230,7 +167,7 @@ class Student(ClassifierMixin, BaseEstimator):
         )
         labelled = np.flatnonzero(y_np >= 0)
         short = fill_training_length(settings, x_np, labelled.size)
-        fingerprint = self._fingerprint(x_np, y_np, settings, model_name, targets_np)
+        fingerprint = _fingerprint({**settings, "model_name": model_name}, x_np, y_np, targets_np)
         checkpoint_path = (
             None
             if self.checkpoint_dir is None
@@ -306,25 +243,18 @@ class Student(ClassifierMixin, BaseEstimator):
             None if soft_targets is None else check_soft_targets(soft_targets, y_np, num_classes)
         )
         settings["soft_targets"] = targets_np is not None
-        # n_features_in_ (and feature_names_in_ for a DataFrame), scikit-learn's way.
         validate_data(self, X if hasattr(X, "columns") else x_np, reset=True, skip_check_array=True)
         return x_np, y_np, classes, targets_np
 
     def _saved_state(
         self, checkpoint_path: pathlib.Path | None, fingerprint: str, seed: int | None
     ) -> tuple[dict | None, int]:
-        """``(checkpoint, seed)``: with ``resume`` the checkpoint of the same inputs, labels and
-        settings (anything else is refused) and its seed; else None and ``seed`` (drawn when
-        None)."""
+        """``(checkpoint, seed)``: with ``resume`` the checkpoint of the same data and settings
+        (else refused) and its seed; else None and ``seed`` (drawn when None)."""
         state = None
         if self.resume and checkpoint_path is not None and checkpoint_path.exists():
             state = load_student_file(
-                checkpoint_path,
-                CHECKPOINT_KEYS,
-                remedy=(
-                    f"delete {checkpoint_path} (or use a new run directory) to train the student "
-                    "from scratch"
-                ),
+                checkpoint_path, keys=CHECKPOINT_KEYS, remedy=start_over(checkpoint_path)
             )
             if state.get("fingerprint") != fingerprint:
                 raise InputError(
@@ -343,25 +273,6 @@ class Student(ClassifierMixin, BaseEstimator):
         if seed is None:
             seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
         return state, seed
-
-    def _fingerprint(
-        self,
-        x: np.ndarray,
-        y: np.ndarray,
-        settings: dict,
-        model_name: str,
-        soft_targets: np.ndarray | None = None,
-    ) -> str:
-        h = hashlib.sha256()
-        h.update(repr((x.shape, str(x.dtype))).encode())
-        h.update(x.tobytes())
-        h.update(y.tobytes())
-        if soft_targets is not None:
-            h.update(soft_targets.tobytes())
-        h.update(json.dumps({**settings, "model_name": model_name}, sort_keys=True).encode())
-        return h.hexdigest()
-
-    # ---- prediction
 
     def __sklearn_is_fitted__(self) -> bool:
         return hasattr(self, "model_")
@@ -401,12 +312,9 @@ class Student(ClassifierMixin, BaseEstimator):
         proba = self.predict_proba(X)
         return self.classes_[proba.argmax(axis=1)]
 
-    # ---- the released model of a class-means run: the student times its labelling rule
-
     def combine_with_rule(self, head: nn.Module, *, temperature: float) -> Student:
-        """Release ``softmax(log p_S + log softmax(temperature * head(x)))`` instead of p_S: the
-        fitted student times its labelling rule (:mod:`pate.student.rule_product`; ``head`` a
-        ``RuleHead``). Done once, after fitting; :meth:`save` and :meth:`load` keep it."""
+        """Release ``softmax(log p_S + log softmax(temperature * head(x)))``, the fitted student
+        times its labelling rule (``head``, a ``RuleHead``), once; :meth:`save` keeps it."""
         from pate.student.rule_product import RuleHead, RuleProduct
 
         self._check_fitted()
@@ -426,19 +334,27 @@ class Student(ClassifierMixin, BaseEstimator):
         }
         return self
 
-    # ---- persistence
-
     def save(self, path: str | os.PathLike) -> pathlib.Path:
-        """Write the fitted weights and settings to ``path`` atomically (a run output: never commit it)."""
+        """Write the fitted weights and settings to ``path`` atomically."""
         self._check_fitted()
         return write_student(self, path)
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Student:
-        """A fitted Student from a file written by :meth:`save`, read with ``weights_only=True``
-        (no code in the file runs). Any other file -- a pickle of other objects, a damaged or
-        foreign one -- raises :class:`pate.teachers.checkpoint.CheckpointError` naming it."""
+        """A fitted Student from a file written by :meth:`save` (no code in the file runs;
+        :func:`pate.student.weights_file.read_student`)."""
         return read_student(cls, path, device=device, model=model)
+
+
+def _fingerprint(settings: dict, x: np.ndarray, *arrays: np.ndarray | None) -> str:
+    """What a checkpoint is checked against: the inputs' shape, dtype and bytes, the other
+    arrays' bytes (None: left out) and the settings."""
+    digest = hashlib.sha256(repr((x.shape, str(x.dtype))).encode())
+    for array in (x, *arrays):
+        if array is not None:
+            digest.update(array.tobytes())
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    return digest.hexdigest()
 
 
 def train_student(
@@ -450,22 +366,15 @@ def train_student(
     soft_targets: Any = None,
     **settings: Any,
 ) -> Student:
-    """Fit a :class:`Student` on the public inputs and the released labels (-1 = unanswered).
-
-    ``soft_targets``: None, or class probabilities per item (:meth:`Student.fit`).
-    ``settings`` are the other :class:`Student` parameters (``epochs``, ``random_state``,
-    ``device``, ...). Anything but an array of public inputs and a 1-D labels array is refused
-    with a ``TypeError``: the private split, a ``PateData``, a votes matrix, teacher models.
-    """
-    valid = set(TRAINING_PARAMS + OTHER_PARAMS) - {"model", "method"}
+    """:meth:`Student.fit` of a ``Student(model=model, method=method, **settings)``; an unknown
+    setting (``votes=``, ``teachers=``, ...) is refused with a ``TypeError``."""
+    valid = set(Student._get_param_names()) - {"model", "method"}
     unknown = sorted(set(settings) - valid)
     if unknown:
+        never = {"votes", "teachers", "teacher", "private", "private_x", "data"} & set(unknown)
         hint = (
             " -- the student must never receive the teachers' votes, models or private data"
-            if any(
-                k in ("votes", "teachers", "teacher", "private", "private_x", "data")
-                for k in unknown
-            )
+            if never
             else ""
         )
         raise InputTypeError(

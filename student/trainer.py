@@ -16,27 +16,15 @@ from torch import nn
 from torch.nn import functional
 
 from pate.analysis.errors import InputError
-from pate.student.checkpoint import FORMAT, not_a_checkpoint
+from pate.student.checkpoint import FORMAT, not_a_checkpoint, start_over
 from pate.student.draws import Batches, StepDraw, shard_seeds
 from pate.student.parallel import SINGLE, Group
-
-__all__ = [
-    "Standardize",
-    "input_stats",
-    "build_network",
-    "bf16_native",
-    "Training",
-    "step",
-    "accuracy",
-    "ALIGNMENT_MOMENTUM",
-]
 
 logger = logging.getLogger("pate.student")  # shown by the pate CLI
 
 ALIGNMENT_MOMENTUM = 0.99  # distribution alignment's running mean: about the last 100 steps
-#: Zoo networks whose weights are kept channels-last on the CPU: the convolutions (oneDNN) and
-#: max-pooling of their training step run faster than in the default layout (measured:
-#: docs/pipeline.md, "Speed"); same arithmetic, rounding-level differences only.
+#: Zoo networks whose weights are kept channels-last on the CPU: faster (docs/pipeline.md,
+#: "Speed"), the same arithmetic up to rounding.
 CHANNELS_LAST_MODELS = ("cnn28", "cnn32", "cnn8")
 
 
@@ -55,12 +43,9 @@ class Standardize(nn.Module):
 
 def input_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel (images) or per-feature (tabular) mean/std, shaped for broadcasting."""
-    if x.ndim == 4:
-        mean = x.mean(axis=(0, 2, 3), dtype=np.float64)[None, :, None, None]
-        std = x.std(axis=(0, 2, 3), dtype=np.float64)[None, :, None, None]
-    else:
-        mean = x.mean(axis=0, dtype=np.float64)[None, :]
-        std = x.std(axis=0, dtype=np.float64)[None, :]
+    axes = (0, 2, 3) if x.ndim == 4 else (0,)
+    mean = x.mean(axis=axes, dtype=np.float64, keepdims=True)
+    std = x.std(axis=axes, dtype=np.float64, keepdims=True)
     std = np.where(std > 1e-6, std, 1.0)
     return mean.astype(np.float32), std.astype(np.float32)
 
@@ -89,8 +74,8 @@ def build_network(
     device: torch.device,
 ) -> tuple[Standardize, np.ndarray]:
     """A fresh network (initialised from ``seed``, global RNG untouched) standardised by the
-    statistics of ``x``, on ``device``; and the std it divides by. The zoo's convolutional
-    networks (:data:`CHANNELS_LAST_MODELS`) keep their weights channels-last on the CPU."""
+    statistics of ``x``, on ``device`` (channels-last where :data:`CHANNELS_LAST_MODELS`
+    says); and the std it divides by."""
     from pate.teachers.models import build_model
 
     with torch.random.fork_rng(devices=[]):
@@ -104,24 +89,11 @@ def build_network(
 
 def bf16_native(device: torch.device) -> bool:
     """Whether ``device`` computes in bfloat16 natively: a CUDA GPU that supports it, or a CPU
-    with AMX tiles (oneDNN's bfloat16 convolutions and matrix products; elsewhere a CPU would
-    emulate them, slower than float32)."""
+    with AMX tiles (elsewhere emulated, slower than float32)."""
     if device.type == "cuda":
         return bool(torch.cuda.is_bf16_supported())
-    if device.type == "cpu":
-        probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
-        return bool(probe()) if probe is not None else False
-    return False
-
-
-def _fusable(params: list[torch.Tensor], device: torch.device) -> bool:
-    """Whether torch's fused SGD takes these weights: float32 (or other floating) tensors on
-    the CPU or a CUDA device."""
-    return (
-        bool(params)
-        and device.type in ("cpu", "cuda")
-        and all(p.is_floating_point() and p.device.type == device.type for p in params)
-    )
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return device.type == "cpu" and probe is not None and bool(probe())
 
 
 @dataclass
@@ -151,10 +123,7 @@ class Training:
         device: torch.device,
         shards: int = 1,
     ) -> Training:
-        ema = copy.deepcopy(model) if settings["ema_decay"] is not None else None
-        if ema is not None:
-            for p in ema.parameters():
-                p.requires_grad_(False)
+        ema = None if settings["ema_decay"] is None else copy.deepcopy(model).requires_grad_(False)
         params = list(model.parameters())
         optimizer = torch.optim.SGD(
             params,
@@ -162,9 +131,11 @@ class Training:
             momentum=settings["momentum"],
             nesterov=settings["momentum"] > 0,
             weight_decay=settings["weight_decay"],
-            # One kernel per step for all the weights (measured: docs/student.md, "Speed");
-            # the same update, rounded otherwise.
-            fused=_fusable(params, device),
+            # One kernel per step for all the weights (docs/student.md, "Speed"), where torch
+            # has one: floating weights on the CPU or a CUDA device.
+            fused=bool(params)
+            and device.type in ("cpu", "cuda")
+            and all(p.is_floating_point() and p.device.type == device.type for p in params),
         )
         generators = [torch.Generator().manual_seed(s) for s in shard_seeds(seed, shards)]
         # Distribution alignment: running mean of the weak views' predicted class probabilities.
@@ -173,8 +144,7 @@ class Training:
         return cls(model, ema, optimizer, generators, prediction_mean, amp=amp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """The training network's float32 logits of ``x`` (computed under bfloat16 autocast
-        when :attr:`amp`)."""
+        """The training network's float32 logits of ``x`` (under bfloat16 autocast if ``amp``)."""
         if not self.amp:
             return self.model(x)
         with torch.autocast(device_type=x.device.type, dtype=torch.bfloat16):
@@ -182,8 +152,7 @@ class Training:
         return logits.float()
 
     def update_ema(self, decay: float) -> None:
-        """``ema = decay * ema + (1 - decay) * model``, all parameters in two foreach calls (the
-        same arithmetic as a loop over them, without its per-tensor overhead)."""
+        """``ema = decay * ema + (1 - decay) * model`` (no EMA: nothing), in two foreach calls."""
         if self.ema is None:
             return
         with torch.no_grad():
@@ -215,12 +184,7 @@ class Training:
             self.start_epoch = int(state["epoch"])
         except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as exc:
             raise not_a_checkpoint(
-                checkpoint_path,
-                exc,
-                remedy=(
-                    f"delete {checkpoint_path} (or use a new run directory) to train the "
-                    "student from scratch"
-                ),
+                checkpoint_path, exc, remedy=start_over(checkpoint_path)
             ) from None
 
     def checkpoint(self, *, fingerprint: str, seed: int, epoch: int) -> dict:
@@ -240,14 +204,13 @@ class Training:
 
 
 #: The rows a step keeps are a multiple of this (unconfident rows, weighted 0, fill it up): a
-#: handful of batch shapes instead of one per count, as oneDNN keeps kernels per shape
-#: (measured: docs/student.md, "Speed").
+#: handful of batch shapes, as oneDNN keeps kernels per shape (docs/student.md, "Speed").
 KEPT_ROWS_MULTIPLE = 16
 
 
 def _kept_rows(mask: torch.Tensor) -> torch.Tensor:
-    """The unlabelled rows a step trains on: every confident row, then unconfident ones up to a
-    multiple of :data:`KEPT_ROWS_MULTIPLE` (or all rows)."""
+    """Every confident unlabelled row, then unconfident ones up to a multiple of
+    :data:`KEPT_ROWS_MULTIPLE` (or all rows)."""
     confident = mask.nonzero().squeeze(1)
     size = min(mask.numel(), -(-confident.numel() // KEPT_ROWS_MULTIPLE) * KEPT_ROWS_MULTIPLE)
     if size == confident.numel():
@@ -265,9 +228,8 @@ def _pseudo_labels(
     total: int,
     group: Group,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient).
-    Distribution alignment averages the predictions of the whole batch's ``total`` unlabelled
-    rows, those of every process of ``group``."""
+    """FixMatch's hard pseudo-labels of the weak views and their confidence mask (no gradient;
+    distribution alignment averages over the ``total`` unlabelled rows of ``group``)."""
     with torch.no_grad():
         probs = torch.softmax(training.forward(xu_weak), dim=1)
         if settings["distribution_alignment"]:
@@ -292,11 +254,9 @@ def step(
     num_classes: int,
     group: Group = SINGLE,
 ) -> None:
-    """One optimiser step on ``draw`` (its learning rate already set); adds its losses to
-    ``sums``. ``draw`` holds this process's shards of the batch: the losses are divided by
-    the whole batch's rows (``batch_size``, ``batch_size * unlabeled_ratio``), so that the
-    processes' losses and gradients add up to the batch's, and the gradients are summed over
-    ``group`` before the update."""
+    """One optimiser step on ``draw``, this process's shards of the batch (its learning rate
+    already set), its losses added to ``sums``: divided by the whole batch's rows, so that the
+    processes' losses and gradients, summed over ``group`` before the update, are the batch's."""
     bs = draw.rows.numel()
     total = settings["batch_size"]
     if draw.unlabelled_weak is not None and draw.unlabelled_strong is not None:
@@ -304,21 +264,14 @@ def step(
         pseudo, mask = _pseudo_labels(
             training, draw.unlabelled_weak, settings, num_classes, total=total_u, group=group
         )
-        strong = draw.unlabelled_strong
-        if batches.skip_unconfident:
-            # Rows below the threshold add 0 to the loss and to every gradient: leave them out of
-            # the forward and backward pass (the same loss: the sum over the kept rows divided
-            # by all the unlabelled rows).
-            kept = _kept_rows(mask)
-            logits = training.forward(torch.cat([draw.labelled, strong[kept]]))
-            loss_u = (
-                functional.cross_entropy(logits[bs:], pseudo[kept], reduction="none") * mask[kept]
-            ).sum() / total_u
-        else:
-            logits = training.forward(torch.cat([draw.labelled, strong]))
-            loss_u = (
-                functional.cross_entropy(logits[bs:], pseudo, reduction="none") * mask
-            ).sum() / total_u
+        # Rows below the threshold add 0 to the loss and to every gradient: skip_unconfident
+        # leaves them out of the forward and backward pass (the same loss: the sum over the kept
+        # rows divided by all the unlabelled rows).
+        kept = _kept_rows(mask) if batches.skip_unconfident else slice(None)
+        logits = training.forward(torch.cat([draw.labelled, draw.unlabelled_strong[kept]]))
+        loss_u = (
+            functional.cross_entropy(logits[bs:], pseudo[kept], reduction="none") * mask[kept]
+        ).sum() / total_u
         loss_x = batches.labelled_loss(logits[:bs], draw.rows, total)
         loss = loss_x + settings["unlabeled_weight"] * loss_u
         sums["loss_unlabelled"] += loss_u.detach()
@@ -330,6 +283,5 @@ def step(
     loss.backward()
     group.sum_gradients(list(training.model.parameters()))
     training.optimizer.step()
-    if training.ema is not None:
-        training.update_ema(settings["ema_decay"])
+    training.update_ema(settings["ema_decay"])
     sums["loss_labelled"] += loss_x.detach()

@@ -1,6 +1,6 @@
 """The released student's weights file: what :meth:`pate.student.train.Student.save` writes and
-:meth:`pate.student.train.Student.load` reads back (``weights_only=True``: no code in the file
-runs). The file's format, its atomic writing and its checks are in :mod:`pate.student.checkpoint`.
+:meth:`pate.student.train.Student.load` reads back (its format, atomic writing and checks:
+:mod:`pate.student.checkpoint`).
 """
 
 from __future__ import annotations
@@ -12,27 +12,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from pate.analysis.errors import InputError
-from pate.student.checkpoint import (
-    FORMAT,
-    WEIGHTS_KEYS,
-    atomic_save,
-    load_student_file,
-    not_a_checkpoint,
-    plain_classes,
-)
-from pate.student.settings import TRAINING_PARAMS, resolve_device
+from pate.analysis.errors import InputError, InputTypeError
+from pate.student.checkpoint import FORMAT, atomic_save, load_student_file, not_a_checkpoint
+from pate.student.settings import resolve_device
 from pate.student.trainer import Standardize
-
-__all__ = ["write_student", "read_student"]
 
 
 def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
-    """Write the fitted ``student``'s weights and settings to ``path`` atomically (a run output:
-    never commit it)."""
-    path = pathlib.Path(path)
-    state = {k: v.detach().cpu() for k, v in student.model_.state_dict().items()}
-    atomic_save(
+    """Write the fitted ``student``'s weights and settings to ``path`` atomically; its
+    ``classes_`` must be plain str / int / float / bool labels (what a weights-only file holds)."""
+    classes = [c.item() if isinstance(c, np.generic) else c for c in student.classes_.tolist()]
+    bad = [c for c in classes if not isinstance(c, (str, int, float, bool))]
+    if bad:
+        raise InputTypeError(
+            f"cannot save a Student whose classes_ hold {type(bad[0]).__name__} labels "
+            f"({bad[0]!r}); use str or int labels to save it"
+        )
+    return atomic_save(
         {
             "format": FORMAT,
             "model_name": student.model_name_,
@@ -40,15 +36,14 @@ def write_student(student: Any, path: str | os.PathLike) -> pathlib.Path:
             "num_classes": student.num_classes_,
             "settings": student.settings_,
             "seed": student.seed_,
-            "classes": plain_classes(student.classes_),
+            "classes": classes,
             "history": student.history_,
             "n_labelled": student.n_labelled_,
             "rule_product": getattr(student, "rule_product_", None),
-            "state_dict": state,
+            "state_dict": {k: v.detach().cpu() for k, v in student.model_.state_dict().items()},
         },
-        path,
+        pathlib.Path(path),
     )
-    return path
 
 
 def read_student(cls: type, path: str | os.PathLike, *, device: str = "cpu", model=None) -> Any:
@@ -63,7 +58,7 @@ def read_student(cls: type, path: str | os.PathLike, *, device: str = "cpu", mod
         "train the student again (`pate train-student --run-dir DIR`), or load a file "
         "written by Student.save"
     )
-    blob = load_student_file(path, WEIGHTS_KEYS, remedy=remedy)
+    blob = load_student_file(path, remedy=remedy)
     try:
         return _from_blob(cls, path, blob, device=device, model=model)
     except (RuntimeError, KeyError, TypeError, AttributeError, IndexError) as exc:
@@ -72,11 +67,12 @@ def read_student(cls: type, path: str | os.PathLike, *, device: str = "cpu", mod
         raise not_a_checkpoint(path, exc, remedy=remedy) from None
 
 
-def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
-    """The saved network rebuilt (with the rule head of a class-means run) and its weights
-    loaded."""
+def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model) -> Any:
+    """The saved network rebuilt (with the rule head of a class-means run), its weights loaded,
+    in a fitted ``cls``."""
     from pate.teachers.models import build_model
 
+    settings = dict(blob["settings"])
     input_shape = tuple(int(s) for s in blob["input_shape"])
     num_classes = int(blob["num_classes"])
     name = blob["model_name"]
@@ -106,18 +102,10 @@ def _network(path: pathlib.Path, blob: dict, *, model) -> torch.nn.Module:
         )
         network = RuleProduct(network, head, float(product["temperature"]))
     network.load_state_dict(state)
-    return network
-
-
-def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model) -> Any:
-    settings = dict(blob["settings"])
-    input_shape = tuple(int(s) for s in blob["input_shape"])
-    num_classes = int(blob["num_classes"])
-    network = _network(path, blob, model=model)
     dev = resolve_device(device)
     network.to(dev).eval()
     student = cls(
-        **{k: settings[k] for k in TRAINING_PARAMS if k in settings},
+        **{k: settings[k] for k in cls._get_param_names() if k in settings},
         random_state=blob["seed"],
         device=str(dev),
         progress=False,
@@ -134,5 +122,5 @@ def _from_blob(cls: type, path: pathlib.Path, blob: dict, *, device: str, model)
     student.device_ = dev
     student.settings_ = settings
     student.n_labelled_ = int(blob["n_labelled"])
-    student.rule_product_ = blob["rule_product"] or None
+    student.rule_product_ = product or None
     return student
