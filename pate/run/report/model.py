@@ -40,7 +40,7 @@ INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
 #: matrix only where the evaluation data is declared public (:func:`public_plot_names`).
 PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "confusion_matrix")
 #: The folder of the run directory that holds the publishable plots (``plots/<name>.png``); the
-#: internal ones are in ``private/plots/`` (``rundir.INTERNAL_PLOTS``).
+#: internal ones are in ``private/plots/`` (``rundir.PRIVATE_PLOTS_DIR``).
 PLOTS_DIR = "plots"
 
 
@@ -59,7 +59,7 @@ def plot_paths(report: dict) -> dict[str, str]:
     ``plots/``, the others in ``private/plots/``."""
     public = public_plot_names(public_part(report))
     return {
-        name: f"{PLOTS_DIR if name in public else rundir.INTERNAL_PLOTS}/{name}.png"
+        name: f"{PLOTS_DIR if name in public else rundir.PRIVATE_PLOTS_DIR}/{name}.png"
         for name in PLOT_NAMES
         if name != "vote_margins" or not samples_records(report)  # no votes, no margins
     }

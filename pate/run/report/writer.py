@@ -117,7 +117,7 @@ def write_report(run_dir: str | os.PathLike) -> dict:
         private.mkdir(mode=0o700, exist_ok=True)
         private.chmod(0o700)
         (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
-        (run_dir / rundir.INTERNAL_PLOTS).mkdir(mode=0o700, exist_ok=True)
+        (run_dir / rundir.PRIVATE_PLOTS_DIR).mkdir(mode=0o700, exist_ok=True)
     mode = _file_mode()
     staged: list[tuple[Path, Path]] = []
     try:
