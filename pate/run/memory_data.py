@@ -15,8 +15,6 @@ import numpy as np
 
 from pate.analysis.errors import InputError, InputTypeError
 
-__all__ = ["MEMORY_DATA_NAME", "arrays_of", "data_source", "memory_data"]
-
 
 def arrays_of(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarray | None]:
     """(x, y) of ``data``: an array (no labels), an (x, y) tuple, a torch Dataset or DataLoader

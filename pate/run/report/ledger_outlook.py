@@ -19,8 +19,6 @@ from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, LedgerFile
 from pate.ledger.recorded_spend import Item, stored_events, view
 from pate.ledger.summaries import history
 
-__all__ = ["ledger_outlook"]
-
 logger = logging.getLogger(__name__)
 
 

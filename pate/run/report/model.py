@@ -14,18 +14,6 @@ from pate.run.report.report_warnings import report_warnings
 from pate.run.report.templating import render_statement
 from pate.run.report.wording import samples_records
 
-__all__ = [
-    "INTERNAL_PLOT_NAMES",
-    "PLOTS_DIR",
-    "PLOT_NAMES",
-    "PUBLIC_PLOT_NAMES",
-    "build_report",
-    "plot_paths",
-    "public_plot_names",
-    "public_report",
-    "read_rule_check",
-]
-
 PLOT_NAMES = (
     "epsilon_vs_answered",
     "vote_margins",
@@ -39,9 +27,6 @@ INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
 #: The plots that may be published (no figure computed from the private votes); the confusion
 #: matrix only where the evaluation data is declared public (:func:`public_plot_names`).
 PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "confusion_matrix")
-#: The folder of the run directory that holds the publishable plots (``plots/<name>.png``); the
-#: internal ones are in ``private/plots/`` (``rundir.PRIVATE_PLOTS_DIR``).
-PLOTS_DIR = "plots"
 
 
 def public_plot_names(report: dict) -> tuple[str, ...]:
@@ -59,7 +44,7 @@ def plot_paths(report: dict) -> dict[str, str]:
     ``plots/``, the others in ``private/plots/``."""
     public = public_plot_names(public_part(report))
     return {
-        name: f"{PLOTS_DIR if name in public else rundir.PRIVATE_PLOTS_DIR}/{name}.png"
+        name: f"{rundir.PLOTS_DIR if name in public else rundir.PRIVATE_PLOTS_DIR}/{name}.png"
         for name in PLOT_NAMES
         if name != "vote_margins" or not samples_records(report)  # no votes, no margins
     }
@@ -87,7 +72,7 @@ def public_report(report: dict) -> dict:
     public = public_part({k: v for k, v in report.items() if k not in worded})
     public["statement"] = render_statement(public)
     public["warnings"] = report_warnings(public)
-    public["plots"] = {name: f"{PLOTS_DIR}/{name}.png" for name in public_plot_names(public)}
+    public["plots"] = {name: f"{rundir.PLOTS_DIR}/{name}.png" for name in public_plot_names(public)}
     public["publication"] = dict(PUBLICATION)
     return public
 

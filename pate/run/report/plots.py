@@ -18,8 +18,6 @@ import math
 from pate.run.report import formatting
 from pate.run.report.model import PLOT_NAMES
 
-__all__ = ["publishable_plot_data", "render_plots"]
-
 
 def _png(fig) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -16,17 +16,6 @@ from typing import Any
 
 from pate import mechanisms
 
-__all__ = [
-    "CONDITIONS",
-    "NOT_PUBLIC",
-    "PUBLICATION",
-    "PUBLIC_FIELDS",
-    "Public",
-    "field_of",
-    "leaf_paths",
-    "public_part",
-]
-
 
 @dataclass(frozen=True)
 class Public:

@@ -10,8 +10,6 @@ from pate.analysis.errors import InputError
 from pate.run.report.model import public_report
 from pate.run.report.templating import context, environment, markdown_html, tidy
 
-__all__ = ["render_html", "render_markdown"]
-
 
 def render_markdown(report: dict, *, internal: bool = False) -> str:
     """``report.md``: the publishable report (:func:`pate.run.report.model.public_report`, cut

@@ -17,8 +17,6 @@ from pate.run.report.wording import (
     weak_guarantee,
 )
 
-__all__ = ["report_warnings", "utility_warnings"]
-
 
 def _budget_raised(change: dict) -> bool:
     """The change loosened an existing budget (a larger epsilon or delta, or none at all)."""

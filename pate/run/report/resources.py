@@ -12,15 +12,6 @@ from pathlib import Path
 
 from pate.run import rundir
 
-__all__ = [
-    "COMPUTING_STAGES",
-    "execution_text",
-    "gpu_memory_text",
-    "precision_text",
-    "read_resources",
-    "threads_text",
-]
-
 #: The stages that compute with torch (their summaries record threads and GPU memory).
 COMPUTING_STAGES = ("teachers", "votes", "aggregate", "student")
 

@@ -28,18 +28,6 @@ from pate.run.report import resources as run_resources
 from pate.run.report.publishable import CONDITIONS, PUBLICATION
 from pate.run.utility_warnings import WEAK_GAP_CLOSED, gap_closed
 
-__all__ = [
-    "TEMPLATES",
-    "context",
-    "environment",
-    "inline_html",
-    "markdown_html",
-    "md_cell",
-    "render_statement",
-    "template_source",
-    "tidy",
-]
-
 #: The template folder, inside the package ``pate.run.report``.
 TEMPLATES = "templates"
 

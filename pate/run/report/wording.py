@@ -13,20 +13,6 @@ import re
 from pate import mechanisms
 from pate.run.report import formatting
 
-__all__ = [
-    "CAPTIONS",
-    "INTERNAL_MARK",
-    "NOT_PRIVATE",
-    "WEAK_EPSILON",
-    "dataset_name",
-    "is_smoke_test",
-    "odds_factor",
-    "params_text",
-    "release_asked",
-    "samples_records",
-    "weak_guarantee",
-]
-
 NOT_PRIVATE = "NOT PRIVATE \u2014 for internal use only, do not publish"
 #: The mark of an internal line of a list (a warning that fires on an internal figure).
 INTERNAL_MARK = "INTERNAL (do not publish):"

@@ -15,7 +15,6 @@ from pathlib import Path
 from pate.core.io import naming_write_errors
 from pate.run import rundir
 from pate.run.report.model import (
-    PLOTS_DIR,
     build_report,
     public_report,
     read_rule_check,
@@ -24,14 +23,6 @@ from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
 from pate.run.report.resources import read_resources
 from pate.run.report.schema import load_analysis
-
-__all__ = [
-    "INTERNAL_REPORT_FILES",
-    "OUTLOOK_FILE",
-    "REFERENCE_FILE",
-    "REPORT_FILES",
-    "write_report",
-]
 
 #: The publishable report's files (its plots in ``plots/``).
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -116,7 +107,7 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     with naming_write_errors(private):
         private.mkdir(mode=0o700, exist_ok=True)
         private.chmod(0o700)
-        (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
+        (run_dir / rundir.PLOTS_DIR).mkdir(exist_ok=True)
         (run_dir / rundir.PRIVATE_PLOTS_DIR).mkdir(mode=0o700, exist_ok=True)
     mode = _file_mode()
     staged: list[tuple[Path, Path]] = []
@@ -131,5 +122,5 @@ def write_report(run_dir: str | os.PathLike) -> dict:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
     for name in internal_names:  # written by an earlier version beside the publishable plots
-        (run_dir / PLOTS_DIR / f"{name}.png").unlink(missing_ok=True)
+        (run_dir / rundir.PLOTS_DIR / f"{name}.png").unlink(missing_ok=True)
     return public
