@@ -1,12 +1,8 @@
-"""The analysis stage of ``pate run``: every number of the privacy report, in ``analysis.json``:
-the privacy cost recomputed by :mod:`pate.run.run_cost`, the ledger's spend, the vote margins and
-the utility figures. A run whose mechanism reads the private records has null teacher figures and
-an empty vote-margin histogram.
-"""
+"""Every number of the privacy report, in ``analysis.json``: the privacy cost recomputed by
+:mod:`pate.run.run_cost`, the ledger's spend, the vote margins and the utility figures."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import numpy as np
@@ -112,43 +108,6 @@ def _margins_and_teachers(run: Run, saved: run_cost.Saved) -> tuple[dict, str, d
     return margins_doc, relation, teachers
 
 
-@dataclasses.dataclass(frozen=True)
-class _StudentFigures:
-    """The student's saved metrics and the figures its warnings are judged against."""
-
-    student: dict
-    label_acc: float | None
-    agreement: float | None
-    majority: float
-    steps: int | None
-
-
-def _student_figures(run: Run, saved: run_cost.Saved) -> _StudentFigures:
-    """Read the student's metrics; compute the accuracy of the answered labels, their agreement
-    with the plurality vote, the evaluation split's majority-class rate and the student's steps."""
-    data, labels, answered, asked = run.data, saved.labels, saved.answered, saved.asked
-    # only where the public split's true label is known (in-memory public data may have none: -1)
-    known = saved.answered_all & (np.asarray(data.public.y) >= 0)
-    label_acc = float(np.mean(labels[known] == data.public.y[known])) if known.any() else None
-    student = rundir.read_summary(run.path(rundir.STUDENT_METRICS), rundir.STUDENT_METRICS_KEYS)
-    # INTERNAL: computed from the private votes (like the vote margins)
-    agreement = None
-    if not saved.reads_records and answered.any():
-        agreement = float(np.mean(labels[:asked][answered] == saved.votes[answered].argmax(axis=1)))
-    y_eval = np.asarray(data.evaluation.y)
-    majority = float(np.bincount(y_eval, minlength=data.num_classes).max() / y_eval.size)
-    settings = student.get("settings") or {}
-    steps = (
-        int(settings["epochs"]) * int(settings["steps_per_epoch"])
-        if isinstance(settings.get("epochs"), int)
-        and isinstance(settings.get("steps_per_epoch"), int)
-        else None
-    )
-    return _StudentFigures(
-        student=student, label_acc=label_acc, agreement=agreement, majority=majority, steps=steps
-    )
-
-
 def _run_section(run: Run) -> dict:
     """The ``run`` object of ``analysis.json``: which run, made by which pate-learn."""
     from pate import __version__
@@ -238,11 +197,25 @@ def _privacy_section(
     }
 
 
-def _utility_section(
-    run: Run, saved: run_cost.Saved, teachers: dict, figures: _StudentFigures
-) -> dict:
+def _utility_section(run: Run, saved: run_cost.Saved, teachers: dict) -> dict:
     """The ``utility`` object of ``analysis.json`` (its warnings are added by the caller)."""
-    data, student = run.data, figures.student
+    data, labels, answered, asked = run.data, saved.labels, saved.answered, saved.asked
+    # only where the public split's true label is known (in-memory public data may have none: -1)
+    known = saved.answered_all & (np.asarray(data.public.y) >= 0)
+    label_acc = float(np.mean(labels[known] == data.public.y[known])) if known.any() else None
+    student = rundir.read_summary(run.path(rundir.STUDENT_METRICS), rundir.STUDENT_METRICS_KEYS)
+    # INTERNAL: computed from the private votes (like the vote margins)
+    agreement = None
+    if not saved.reads_records and answered.any():
+        agreement = float(np.mean(labels[:asked][answered] == saved.votes[answered].argmax(axis=1)))
+    y_eval = np.asarray(data.evaluation.y)
+    settings = student.get("settings") or {}
+    steps = (
+        int(settings["epochs"]) * int(settings["steps_per_epoch"])
+        if isinstance(settings.get("epochs"), int)
+        and isinstance(settings.get("steps_per_epoch"), int)
+        else None
+    )
     return {
         "student_accuracy": float(student["accuracy"]),
         "student_per_class_accuracy": student.get("per_class_accuracy"),
@@ -255,7 +228,7 @@ def _utility_section(
         "teacher_mean_accuracy": _float_or_none(teachers["teacher_accuracy_mean"]),
         "teacher_accuracy_std": _float_or_none(teachers["teacher_accuracy_std"]),
         "plurality_vote_accuracy": _float_or_none(teachers["plurality_accuracy"]),
-        "label_accuracy_answered": figures.label_acc,
+        "label_accuracy_answered": label_acc,
         "label_accuracy_note": (
             "accuracy of the released labels against the public split's true "
             "labels, which are known here only because this is a benchmark "
@@ -274,14 +247,16 @@ def _utility_section(
             else {}
         ),
         "answered_labels": int(saved.answered.sum()),
-        "answered_plurality_agreement": figures.agreement,
+        "answered_plurality_agreement": agreement,
         "answered_plurality_agreement_note": (
             "internal: share of the answered labels equal to the teachers' noiseless "
             "plurality vote, computed from the private votes; do not publish"
         ),
-        "majority_class_rate": figures.majority,
+        "majority_class_rate": float(
+            np.bincount(y_eval, minlength=data.num_classes).max() / y_eval.size
+        ),
         "chance_rate": 1.0 / data.num_classes,
-        "student_steps": figures.steps,
+        "student_steps": steps,
         "scale_warnings": scale_warnings(run, saved.reads_records),
         # a table's encoder, fitted on the public rows only ([] for arrays)
         "preprocessing": rundir.preprocessing_lines(run.run_dir),
@@ -297,7 +272,6 @@ def build_analysis(run: Run) -> dict:
     guarantee = run_cost.guarantee(saved, cost, release)
     curves = run_cost.curves(saved, cost)
     vote_margins, relation, teachers = _margins_and_teachers(run, saved)
-    figures = _student_figures(run, saved)
     ledger = _ledger_summary(run, saved.summary.get("dataset"))
 
     doc = {
@@ -320,7 +294,7 @@ def build_analysis(run: Run) -> dict:
             "labelled_by_student": 0,
             "stop_reason": saved.summary.get("stop_reason"),
         },
-        "utility": _utility_section(run, saved, teachers, figures),
+        "utility": _utility_section(run, saved, teachers),
         "curves": curves,
         "vote_margins": vote_margins,
     }
