@@ -217,8 +217,7 @@ def _online_aggregator(spec, config: dict, params: dict, *, rng, prior):
     included) and stopping by itself on the config's budget."""
     from pate.core.online_aggregator import OnlineAggregator
 
-    s = config
-    agg, priv = s.aggregator, s.privacy
+    agg, priv = config.aggregator, config.privacy
     return OnlineAggregator(
         spec.name,
         budget_eps=priv.budget_eps,

@@ -17,19 +17,13 @@ from pate.teachers.errors import ConfigError
 logger = logging.getLogger("pate")
 
 
-def config_identity(config: dict):
-    """The ledger identity of a config's private split (what ``pate budget digest`` prints):
-    its people's with an id column, else its records' (:func:`pate.ledger.private_identity`)."""
-    from pate.ledger import private_identity
-
-    return private_identity(config.load_data())
-
-
 def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
     """Register the private split of ``config`` in ``ledger`` with its records and the name a
     run gives it, no budget (``pate budget digest --config``): ``(its id in the ledger, its
     first name, its identity)``; then ``pate budget set --dataset NAME-or-ID`` finds it."""
-    identity = config_identity(config)
+    from pate.ledger import private_identity
+
+    identity = private_identity(config.load_data())  # its people's with an id column
     digest = ledger.dataset_id(identity)
     name = _dataset_name(config.privacy.dataset, config.data.name, ledger.datasets(), digest)
     ledger.register_identity(identity, name=name)
@@ -228,9 +222,8 @@ def _check_budget(
 def resolve_budget_without_ledger(run: Run) -> None:
     """Without a ledger the config's budget is the only one: ``budget_eps``, else the run's
     ``target_eps`` (:func:`pate.run.config.validate` requires one of them)."""
-    s = run.config
-    if s.privacy.budget_eps is None:
-        run.config = run.config.with_budget_eps(s.aggregator.target_eps)
+    if run.config.privacy.budget_eps is None:
+        run.config = run.config.with_budget_eps(run.config.aggregator.target_eps)
 
 
 def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | None:

@@ -258,8 +258,7 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
     :class:`RecordsInputs`): an earlier round whose student embeds this run (:func:`knn_prior`)
     counts against the config's budget."""
     config = run.config
-    s = config
-    priv = s.privacy
+    priv = config.privacy
     params = spec.validate(config.aggregator_params(), prefix="[aggregator] ")
     # the private embeddings memory-mapped: read a block at a time, never all held (issue #33)
     emb = load_npz(run.path(rundir.KNN_EMBEDDINGS), what="the votes stage", mapped=("private",))
@@ -282,7 +281,10 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
         emb["private_labels"],
         num_classes,
         num_queries,
-        min(num_queries if s.aggregator.queries is None else s.aggregator.queries, num_queries),
+        min(
+            num_queries if config.aggregator.queries is None else config.aggregator.queries,
+            num_queries,
+        ),
         orders,
         priv.budget_eps,
         priv.delta,
