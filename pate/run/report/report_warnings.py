@@ -1,8 +1,5 @@
-"""The report's warnings (:func:`report_warnings`): the utility warnings of ``analysis.json``
-(those judged on public figures, then, in the internal report, those that fire on internal
-ones, marked), then what keeps the guarantee from being quoted as it is, checks of the privacy
-analysis and how the querying ended. Worded from whatever report they are given: the
-publishable report's warnings come from its public fields alone."""
+"""The report's warnings (:func:`report_warnings`), worded from whatever report they are given:
+the publishable report's come from its public fields alone."""
 
 from __future__ import annotations
 
@@ -29,9 +26,8 @@ def _budget_raised(change: dict) -> bool:
 
 
 def utility_warnings(a: dict) -> list[str]:
-    """The utility warnings of ``analysis.json`` (:func:`pate.run.utility_warnings.utility_warnings`):
-    those judged on public figures, then (in the internal report) those that fire on internal
-    ones, marked :data:`NOT_PRIVATE`."""
+    """The utility warnings of ``analysis.json``: those judged on public figures, then (in the
+    internal report) those that fire on internal ones, marked."""
     u = a["utility"]
     return list(u.get("warnings") or []) + [
         f"{INTERNAL_MARK} {w}" for w in u.get("internal_warnings") or []
