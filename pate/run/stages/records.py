@@ -38,9 +38,8 @@ def feature_cache(run: Run):
 
 
 def embedding_features(run: Run) -> tuple[str, int, int]:
-    """(features, dims, feature count) of the records' embedding (ConfigError if the
-    data cannot take them): public sizes only -- the declared number of private records
-    (:meth:`pate.run.config.DataTable.declared_records`), never the exact count --, no record is read."""
+    """(features, dims, feature count) of the records' embedding (ConfigError if the data
+    cannot take them), from public sizes only: no record is read."""
     data = run.data
     settings = run.config.knn_settings(
         data.input_shape,
@@ -83,9 +82,8 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
 
 def private_rows(run: Run) -> np.ndarray | None:
     """The private rows a mechanism that reads the records may use: with an id column, each
-    person's first row in the table's order and no other (the choice for one person depends on
-    that person's rows alone), so adding or removing a person changes at most one row and the
-    record-level bound of the mechanism holds per person; None: every row (no id column)."""
+    person's first row only, so adding or removing a person changes at most one row and the
+    record-level bound holds per person; None: every row."""
     ids = run.data.unit_ids
     if ids is None:
         return None
@@ -114,15 +112,10 @@ def check_records_data(run: Run) -> None:
 
 
 def knn_prior(run: Run) -> dict | None:
-    """The earlier round of a run that reads the records, embedded by an earlier
-    run's released student (``[knn] features = "student"``, ``student_run``), and its privacy
-    cost: ``{"runs": [{"run_dir", "run_id", "eps"}, ...], "rdp": [...]}`` -- every event that
-    run charged (its answers and any release, data-independent), plus its own earlier rounds, at
-    this run's orders. None for any other run. ConfigError, naming ``[knn] student_run`` and the
-    reason, before anything is drawn, unless that run drew fresh noise and was charged to this
-    run's ledger for the same records, at the same orders (why it composes: docs/pipeline.md,
-    "Rounds")."""
-
+    """The earlier rounds whose released student embeds this run (``[knn] features =
+    "student"``) and their charged cost: ``{"runs": [{"run_dir", "run_id", "eps"}, ...], "rdp":
+    [...]}``; None for any other run. ConfigError before anything is drawn unless that run drew
+    fresh noise, charged to this run's ledger for the same records (docs/pipeline.md, "Rounds")."""
     knn = run.config.knn
     if knn.features != "student":
         return None
@@ -158,9 +151,7 @@ def knn_prior(run: Run) -> dict | None:
 
 
 def _usable_earlier_run(run: Run, path: pathlib.Path, where: str) -> tuple[dict, str]:
-    """``(aggregate.json of the earlier run at path, this run's dataset digest)``; ConfigError
-    (``where`` names the setting) unless that run finished, drew fresh noise, and was charged to
-    this run's ledger for the same records."""
+    """``(aggregate.json of the earlier run at path, this run's dataset digest)``, checked."""
     for name in (rundir.STUDENT_WEIGHTS, rundir.AGGREGATE):
         if not (path / name).is_file():
             raise ConfigError(
@@ -192,8 +183,7 @@ def _usable_earlier_run(run: Run, path: pathlib.Path, where: str) -> tuple[dict,
 
 
 def _recorded_cost(summary: dict, orders: np.ndarray, where: str) -> np.ndarray:
-    """The data-independent RDP of every event the earlier run's aggregate.json records, at
-    ``orders`` (ConfigError where that run used other orders)."""
+    """The data-independent RDP of the events an earlier run's aggregate.json records."""
     from pate.analysis import PrivacyEvent
 
     own = np.zeros(orders.size)
@@ -254,9 +244,7 @@ class RecordsInputs(NamedTuple):
 
 
 def records_inputs(run: Run, spec) -> RecordsInputs:
-    """What the aggregate stage of a mechanism that reads the private records starts from (see
-    :class:`RecordsInputs`): an earlier round whose student embeds this run (:func:`knn_prior`)
-    counts against the config's budget."""
+    """What the aggregate stage of a mechanism that reads the private records starts from."""
     config = run.config
     priv = config.privacy
     params = spec.validate(config.aggregator_params(), prefix="[aggregator] ")
@@ -298,12 +286,9 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
 def records_summary(
     run: Run, spec, inputs: RecordsInputs, events, progress, *, answered, charging, **mechanism_part
 ) -> dict:
-    """``aggregate.json`` of a mechanism that reads the private records after the rounds so far
-    (``progress``: a :class:`pate.run.stages.rounds.Rounds`; ``answered`` queries answered),
-    charged to ``charging`` (a :class:`pate.run.stages.rounds.Charging`): the realised cost of ``events`` is the
-    data-independent one (there is no data-dependent bound), no sanitized release;
-    ``inputs.prior`` the earlier rounds this run's embedding depends on (their cost is in the
-    guarantee); ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
+    """``aggregate.json`` of a mechanism that reads the private records after the rounds so far:
+    the realised cost of ``events`` is their data-independent one, no sanitized release;
+    ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
     from pate import analysis
 
     config, orders = run.config, inputs.orders
