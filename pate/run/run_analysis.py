@@ -83,8 +83,7 @@ def _margins_and_teachers(run: Run, saved: run_cost.Saved) -> tuple[dict, str, d
             f"{saved.spec.title}: no vote margins; what the private records "
             "contributed was drawn inside the aggregate stage and never saved"
         )
-        # every row may be read for any query: no partition; with an id column one row per
-        # person is read (pate.run.stages.records.private_rows), so the bound is per person
+        # no partition; with an id column one row per person is read: the bound is per person
         relation = "record" if run.data.unit_ids is None else "unit"
         teachers = {
             "teacher_accuracy_mean": None,
@@ -235,9 +234,8 @@ def _utility_section(run: Run, saved: run_cost.Saved, teachers: dict) -> dict:
             "dataset; in a real deployment the public data is unlabelled"
         ),
         "evaluation_size": int(len(data.evaluation)),
-        # False unless the data's source says its evaluation split is public (a built-in's test
-        # split, a file's split of its own, pool rows declared public): every figure measured on
-        # it (accuracies, confusion matrix, support, majority rate) is then internal
+        # False unless the data's source declares its evaluation split public: every figure
+        # measured on it is then internal
         "evaluation_public": bool(getattr(data, "evaluation_public", False)),
         # public inputs that are rows of the user's file marked public: no protection
         "public_from_pool": int(getattr(data, "public_from_pool", 0)),

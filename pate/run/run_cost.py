@@ -107,11 +107,9 @@ class Cost:
 def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
     """The votes of the asked queries and the number of voters on one query."""
     if spec.kind.reads_private_records:
-        # its histograms were drawn inside the aggregate stage and never saved: the cost of an
-        # asked query does not depend on them (only their number is used here)
+        # no saved histograms: an asked query's cost does not depend on them, only their number
         votes = np.zeros((asked, 2), dtype=np.int64)
-        # the records voting on one query (Private-kNN: k; class-means: all of them, counted
-        # as declared -- the exact count is internal: pate.run.config.DataTable.declared_records)
+        # the records voting on one query, counted as declared (the exact count is internal)
         num_teachers = spec.voters(
             summary["params"], private_records=run.config.data.declared_records(run.data)[0]
         )

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
 PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}
+#: The stages that compute with torch and record threads and GPU memory (the others set torch's
+#: threads only if it is loaded already: `pate analyze` and `pate report` stay torch-free).
+TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
 #: The ``pate`` subcommand that runs each stage.
 COMMANDS = {
     "partition": "partition",
@@ -191,8 +194,6 @@ class Run:
         self._keys: dict[str, bytes] = {}
         self.context = RunContext()
 
-    # ---------------------------------------------------------------- creation
-
     @classmethod
     def create(cls, config: RunConfig, *, progress: bool = True, run_dir=None) -> Run:
         """A new run in ``run_dir`` (default: the config's), which must be new or empty; the
@@ -236,8 +237,7 @@ class Run:
         run_keys.make_private_dir(self.run_dir / PRIVATE_DIR)
         if self._keys:  # drawn before the run started (the data's split): kept from now on
             run_keys.write_keys(self.path(KEYS), self._keys)
-        # this directory instance: a copy of it (cp -r, a restored backup) is another directory
-        # with the same run.json, and must not draw or charge answers under this run id
+        # this directory instance: a copy of it must not draw or charge under this run id
         self.state = dict(self.state, directory=directory_identity(self.run_dir))
         if self.context.dataset_id is not None:  # the ledger's id of the records it starts on
             self.state["dataset_id"] = self.context.dataset_id
@@ -253,8 +253,7 @@ class Run:
         if not isinstance(recorded, dict):
             return
         here = directory_identity(self.run_dir)
-        # the same inode on the same device; or at the same path (device numbers of some
-        # filesystems -- device-mapper, overlay, NFS -- can change across a reboot or remount)
+        # the same inode on the same device or path (device numbers can change on a remount)
         if recorded.get("inode") == here["inode"] and (
             recorded.get("device") == here["device"] or recorded.get("path") == here["path"]
         ):
@@ -288,8 +287,6 @@ class Run:
         state = read_summary(run_dir / STATE, STATE_KEYS)
         config = build(read_json(run_dir / CONFIG), where=str(run_dir / CONFIG))
         run = cls(run_dir, config, state, progress=progress)
-        # the lifetime budget the run last ran under: a resume that names it goes on with the
-        # ledger's if `pate budget set` changed it since (pate.run.stages.authorize)
         run.context.recorded_budget_eps = config.privacy.budget_eps
         return run
 
@@ -300,8 +297,6 @@ class Run:
         self.state = dict(self.state, config_comparable=comparable(config.to_dict()))
         atomic_write_json(self.run_dir / CONFIG, config.to_dict())
         atomic_write_json(self.run_dir / STATE, self.state)
-
-    # ---------------------------------------------------------------- state
 
     @property
     def run_id(self) -> str:
@@ -342,8 +337,6 @@ class Run:
 
     def stage_info(self, stage: str) -> dict:
         return read_json(self.run_dir / STAGE_DIR / f"{stage}.json")
-
-    # ---------------------------------------------------------------- resources
 
     def provide_data(self, data) -> None:
         """Give the run its data in memory (``[data] name = "memory:<name>"``, from pate.fit),

@@ -9,9 +9,6 @@ from pathlib import Path
 
 from pate.run import rundir
 
-#: The stages that compute with torch (their summaries record threads and GPU memory).
-COMPUTING_STAGES = ("teachers", "votes", "aggregate", "student")
-
 
 def _summary(run_dir: Path, stage: str) -> dict:
     """``stages/<stage>.json``; {} when absent or unreadable."""
@@ -41,7 +38,7 @@ def _threads(run_dir: Path) -> dict | None:
     """``{stage: threads}`` as each computing stage recorded them (:mod:`pate.core.threads`,
     with ``processes`` where it trained in several); None when none did."""
     out = {}
-    for stage in COMPUTING_STAGES:
+    for stage in rundir.TORCH_STAGES:
         info = _summary(run_dir, stage)
         threads = info.get("threads")
         if isinstance(threads, dict) and isinstance(threads.get("count"), int):
@@ -56,7 +53,7 @@ def _gpu_memory(run_dir: Path) -> dict | None:
     """``{stage: [per device: index, name, peak_allocated_bytes, peak_reserved_bytes]}`` of
     each stage that used a CUDA device; None when none did."""
     out = {}
-    for stage in COMPUTING_STAGES:
+    for stage in rundir.TORCH_STAGES:
         peaks = _summary(run_dir, stage).get("gpu_memory")
         if isinstance(peaks, list) and peaks and all(isinstance(p, dict) for p in peaks):
             out[stage] = peaks

@@ -108,8 +108,8 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
     "vote_margins": {"bin_edges": "[float]", "counts": "[int]", "note": "str"},
 }
 
-# Optional keys of "privacy" (absent: the report says nothing about them; what each means:
-# docs/publishing.md, "The keys of analysis.json").
+# Optional keys of "privacy", "run" and "utility" (absent: the report says nothing about them;
+# what each means: docs/publishing.md, "The keys of analysis.json").
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
     "keys_seeded": "bool",
@@ -119,9 +119,7 @@ _OPTIONAL_PRIVACY: dict[str, Any] = {
     "prior_rounds": "dict?",
     "records": {"declared": "int", "basis": ("declared", "builtin")},
 }
-# Optional keys of "run" (docs/publishing.md).
 _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
-# Optional keys of "utility" (what each means: docs/publishing.md, "The keys of analysis.json").
 _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_alone_accuracy": "float",
     "evaluation_public": "bool",

@@ -124,8 +124,7 @@ def knn_prior(run: Run) -> dict | None:
     summary, digest = _usable_earlier_run(run, path, where)
     orders = run.config.privacy.order_grid()
     own = _recorded_cost(summary, orders, where)
-    # The cost comes from the ledger (the authority), per run of the chain; the files only name
-    # the runs, and what they record must agree with what the ledger charged.
+    # the cost is the ledger's, per run of the chain; what the files record must agree with it
     earlier = summary.get("prior") or {"runs": [], "rdp": np.zeros(orders.size).tolist()}
     chain = [r["run_id"] for r in earlier["runs"]] + [summary["run_id"]]
     charged = _charged_per_run(run, digest, chain, orders)

@@ -61,7 +61,7 @@ def run_stage(run: Run, stage: str) -> dict:
     threads = cpu_threads.configure(
         explicit=run.config.run.threads,
         explicit_source=run.context.threads_source,
-        torch=stage in TORCH_STAGES,
+        torch=stage in rundir.TORCH_STAGES,
     )
     gpu_memory.reset()
     t0 = time.perf_counter()
@@ -75,15 +75,10 @@ def run_stage(run: Run, stage: str) -> dict:
     return run.mark(stage, info)
 
 
-#: The stages that compute with torch (the others set its threads only if it is loaded already:
-#: `pate analyze` and `pate report` stay torch-free).
-TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
-
-
 def _front_end_device(run: Run, stage: str):
     """A stage that computes with torch computes the ScatterNet front-end on the run's device
     (``[run] device``; a GPU's features are cached under their own key)."""
-    if stage not in TORCH_STAGES:
+    if stage not in rundir.TORCH_STAGES:
         return contextlib.nullcontext()
     from pate.teachers.devices import resolve_device
     from pate.teachers.features import computing_on
