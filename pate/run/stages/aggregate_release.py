@@ -19,7 +19,7 @@ def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charging: Cha
     it does not fit the config's budget or the ledger."""
     ledger, dataset = charging.ledger, charging.dataset
     eps_of, queries, prior = inputs.eps_of, inputs.queries, inputs.prior
-    budget_eps, delta = inputs.budget_eps, inputs.delta
+    budget_eps, delta = run.config.privacy.budget_eps, run.config.privacy.delta
     cost = eps_of(inputs.prior_rdp + event.rdp_data_independent)
     if queries and cost > budget_eps:
         raise BudgetExceededError(

@@ -42,8 +42,8 @@ def _first_round(
             )
             refused = BudgetExceededError(
                 f"{where} has no room for even one query of {spec.title} (eps="
-                f"{inputs.budget_eps:g} at delta={inputs.delta:g}; one query costs eps="
-                f"{eps_of(worst):.6g}"
+                f"{run.config.privacy.budget_eps:g} at delta={run.config.privacy.delta:g}; one "
+                f"query costs eps={eps_of(worst):.6g}"
                 + (
                     ""
                     if prior is None
@@ -114,7 +114,7 @@ def aggregate_sample(run: Run, spec, ledger, dataset: str | None, run_id: str) -
         prior_rdp=inputs.prior_rdp,
         worst=worst,
         queries=queries,
-        budget_eps=inputs.budget_eps,
+        budget_eps=run.config.privacy.budget_eps,
     )
     charging = Charging(ledger, dataset, run_id, inputs.orders)
     first = _first_round(run, spec, charging, inputs, allowed=allowed, worst=worst)

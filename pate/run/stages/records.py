@@ -5,7 +5,9 @@ the size of its public-fitted embedding, an earlier round whose released student
 from __future__ import annotations
 
 import contextlib
+import functools
 import pathlib
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -224,28 +226,15 @@ class RecordsInputs(NamedTuple):
     num_queries: int
     queries: int
     orders: np.ndarray
-    budget_eps: float
-    delta: float
-    conversion: str
     plan: dict
     prior: dict | None
     prior_rdp: np.ndarray
-
-    def eps_of(self, rdp) -> float:
-        """The epsilon of the RDP curve ``rdp`` at the config's delta and conversion."""
-        from pate import analysis
-
-        return float(
-            analysis.eps_from_rdp(
-                rdp, orders=self.orders, delta=self.delta, conversion=self.conversion
-            )[0]
-        )
+    eps_of: Callable[[np.ndarray], float]  # at the config's orders, delta and conversion
 
 
 def records_inputs(run: Run, spec) -> RecordsInputs:
     """What the aggregate stage of a mechanism that reads the private records starts from."""
     config = run.config
-    priv = config.privacy
     params = spec.validate(config.aggregator_params(), prefix="[aggregator] ")
     # the private embeddings memory-mapped: read a block at a time, never all held (issue #33)
     emb = load_npz(run.path(rundir.KNN_EMBEDDINGS), what="the votes stage", mapped=("private",))
@@ -273,12 +262,10 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
             num_queries,
         ),
         orders,
-        priv.budget_eps,
-        priv.delta,
-        priv.conversion,
         plan,
         prior,
         prior_rdp,
+        functools.partial(eps_of, config),
     )
 
 
@@ -290,19 +277,18 @@ def records_summary(
     ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
     from pate import analysis
 
-    config, orders = run.config, inputs.orders
-
+    config, orders, priv = run.config, inputs.orders, run.config.privacy
     rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
     eps, order = analysis.eps_from_rdp(
-        rdp, orders=orders, delta=inputs.delta, conversion=inputs.conversion
+        rdp, orders=orders, delta=priv.delta, conversion=priv.conversion
     )
     return {
         "mechanism": spec.name,
         "params": dict(inputs.params),
-        "budget_eps": inputs.budget_eps,
-        "delta": inputs.delta,
+        "budget_eps": priv.budget_eps,
+        "delta": priv.delta,
         "budget_basis": config.aggregator.budget_basis.replace("-", "_"),
-        "conversion": inputs.conversion,
+        "conversion": priv.conversion,
         "queries_asked": int(progress.asked),
         "queries_answered": int(answered),
         "eps_data_independent": float(eps),
