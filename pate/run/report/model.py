@@ -1,7 +1,5 @@
-"""The report's content, built from a run directory: ``report.json`` (:func:`build_report`:
-the validated ``analysis.json`` plus the statement, the plots' paths and the warnings), worded
-and laid out by the templates of :mod:`pate.run.report.render`.
-"""
+"""The report's content: the validated ``analysis.json`` plus the statement, the plots' paths and
+the warnings (:func:`build_report`), and its publishable cut (:func:`public_report`)."""
 
 from __future__ import annotations
 
@@ -51,11 +49,8 @@ def plot_paths(report: dict) -> dict[str, str]:
 
 
 def build_report(analysis: dict) -> dict:
-    """The content of the INTERNAL report (``private/report_internal.json``): the (validated)
-    analysis plus ``statement`` (the plain-language text, internal figures marked),
-    ``plots`` (name -> path relative to the run directory), ``warnings`` (a list of strings,
-    internal ones marked) and ``publication`` (the rule). Pure: writes nothing. The publishable
-    report is cut out of it by :func:`public_report`."""
+    """The content of the INTERNAL report: the validated analysis plus ``statement``, ``plots``
+    (name -> path relative to the run directory), ``warnings`` and ``publication``. Pure."""
     report = json.loads(json.dumps(analysis))  # a deep copy, JSON types only
     report["statement"] = render_statement(analysis)
     report["plots"] = plot_paths(analysis)
@@ -65,9 +60,8 @@ def build_report(analysis: dict) -> dict:
 
 
 def public_report(report: dict) -> dict:
-    """The publishable report (``report.json``): the fields of the full ``report`` that
-    :data:`pate.run.report.publishable.PUBLIC_FIELDS` allows, and the statement, warnings and
-    plots worded and drawn from those fields alone. Pure."""
+    """The publishable report: the fields of the full ``report`` that ``PUBLIC_FIELDS`` allows,
+    with the statement, warnings and plots worded from those alone. Pure."""
     worded = ("statement", "warnings", "plots", "publication")
     public = public_part({k: v for k, v in report.items() if k not in worded})
     public["statement"] = render_statement(public)
@@ -78,9 +72,7 @@ def public_report(report: dict) -> dict:
 
 
 def read_rule_check(run_dir: Path):
-    """The labelling rule's check a release's aggregate stage recorded (``aggregate.json``,
-    ``records.rule_check``: :class:`pate.core.release_check.RuleCheck`), None for other runs or
-    an unreadable summary."""
+    """The labelling rule's check a release's aggregate stage recorded, else None."""
     from pate.core.release_check import RuleCheck
 
     try:
