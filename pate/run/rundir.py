@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pate.analysis.errors import CorruptFileError
 from pate.core import keys as run_keys
-from pate.core.io import atomic_write_json, read_json
+from pate.core.io import atomic_write_json, ensure_writable_dir, read_json
 from pate.teachers.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -229,8 +229,6 @@ class Run:
 
     def start(self) -> None:
         """Write ``config.json`` and ``run.json`` (once; a started run is left as it is)."""
-        from pate.core.io import ensure_writable_dir
-
         if (self.run_dir / STATE).exists():
             return
         ensure_writable_dir(self.run_dir, flag="--run-dir")
@@ -374,9 +372,7 @@ class Run:
         from pate.core.rng import make_streams
 
         seed = self.config.aggregator.noise_seed
-        if seed is None:
-            return make_streams(secure=True)
-        return make_streams(seed)
+        return make_streams(seed, secure=seed is None)
 
     @property
     def ledger_path(self) -> pathlib.Path | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 
 import numpy as np
 
@@ -19,8 +20,6 @@ logger = logging.getLogger("pate")
 
 
 def student(run: Run) -> dict:
-    import time
-
     from pate.student.augment import FLIP_DATASETS
     from pate.student.evaluate import evaluation_metrics
     from pate.student.train import Student
@@ -220,8 +219,6 @@ def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarra
 def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
     """A scikit-learn student given from Python, fitted on the answered public items only and
     evaluated like the torch student; returned in memory, never saved (no pickles)."""
-    import time
-
     from sklearn.base import clone
 
     from pate.student.evaluate import evaluation_metrics
