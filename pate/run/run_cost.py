@@ -18,13 +18,8 @@ from pate.run import rundir
 from pate.run.config import PrivacyTable
 from pate.run.rundir import Run
 
+#: The most points of a curve of ``analysis.json`` (evenly spaced over the asked queries).
 _CURVE_POINTS = 300
-
-
-def _downsample(n: int) -> np.ndarray:
-    if n <= _CURVE_POINTS:
-        return np.arange(n)
-    return np.unique(np.round(np.linspace(0, n - 1, _CURVE_POINTS)).astype(int))
 
 
 def composition(per_query: np.ndarray, orders: np.ndarray, delta: float, k: int) -> dict:
@@ -44,15 +39,6 @@ def composition(per_query: np.ndarray, orders: np.ndarray, delta: float, k: int)
         "delta": delta,
         "queries_composed": int(k),
     }
-
-
-def _gnss_curve(release: dict, orders: np.ndarray) -> np.ndarray:
-    """RDP of the smooth-sensitivity release at every order (inf where Theorem 23 does not hold)."""
-    if release.get("fallback") is not None or release.get("noise_std", 0.0) == 0.0:
-        return np.zeros(orders.size)
-    return analysis.gnss_rdp_curve(
-        beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,7 +218,12 @@ def sanitized_release(saved: Saved, cost: Cost, priv: PrivacyTable) -> dict:
 
 def guarantee(saved: Saved, cost: Cost, release: dict) -> tuple[float, dict | None]:
     """The epsilon of what the run releases, and the earlier rounds composed into it (or None)."""
-    guarantee_rdp = cost.rdp_ind + _gnss_curve(release, saved.orders)
+    guarantee_rdp = cost.rdp_ind
+    if release.get("fallback") is None and release.get("noise_std", 0.0) != 0.0:
+        # the smooth-sensitivity release at every order (inf where Theorem 23 does not hold)
+        guarantee_rdp = guarantee_rdp + analysis.gnss_rdp_curve(
+            beta=release["beta"], sigma_ss=release["sigma_ss"], orders=saved.orders
+        )
     # Earlier rounds whose released student embeds this run ([knn] features = "student"):
     # what this run releases depends on them too, so their cost is composed in.
     prior = saved.summary.get("prior")
@@ -245,8 +236,9 @@ def guarantee(saved: Saved, cost: Cost, release: dict) -> tuple[float, dict | No
 
 def curves(saved: Saved, cost: Cost) -> dict:
     """Epsilon after each asked query, against the number answered so far."""
-    idx = _downsample(saved.asked)
-    if not saved.asked:
+    asked = saved.asked
+    idx = np.unique(np.round(np.linspace(0, asked - 1, min(asked, _CURVE_POINTS))).astype(int))
+    if not asked:
         return {"answered_count": [], "eps_data_independent": [], "eps_data_dependent": []}
     eps_i, _ = saved.eps(np.cumsum(cost.ind, axis=0)[idx])
     eps_d, _ = saved.eps(np.cumsum(cost.dep, axis=0)[idx])

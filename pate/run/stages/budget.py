@@ -250,20 +250,11 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
 
 def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
     """ "raise the dataset's lifetime budget: `<command>`[, then ...]": a pasteable command that
-    raises the budget by the epsilon of ``rdp`` over what is spent and reserved."""
-    from pate import analysis
-
+    raises the budget by the epsilon of ``rdp`` over what is spent and reserved (the run was
+    authorized: its delta and conversion are the ledger's)."""
     summary = ledger.summary(dataset)
     budget = summary["budget"]
-    orders = run.config.privacy.order_grid()
-    cost = float(
-        analysis.eps_from_rdp(
-            np.asarray(rdp, dtype=float),
-            orders=orders,
-            delta=budget["delta"],
-            conversion=budget["conversion"],
-        )[0]
-    )
+    cost = eps_of(run.config, rdp)
     command = budget_command(
         ledger=ledger.path,
         digest=dataset_ref(ledger, dataset),
