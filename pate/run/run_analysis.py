@@ -107,22 +107,6 @@ def _margins_and_teachers(run: Run, saved: run_cost.Saved) -> tuple[dict, str, d
     return margins_doc, relation, teachers
 
 
-def _run_section(run: Run) -> dict:
-    """The ``run`` object of ``analysis.json``: which run, made by which pate-learn."""
-    from pate import __version__
-
-    section = run.config.run
-    return {
-        "name": section.name,
-        "run_dir": str(run.run_dir),
-        "created": run.state["created"],
-        "pate_learn_version": __version__,
-        "run_id": run.state["run_id"],
-        "forked_from": run.state.get("forked_from"),
-        "smoke_test": bool(section.smoke_test),
-    }
-
-
 def _privacy_section(
     config: dict,
     saved: run_cost.Saved,
@@ -263,6 +247,8 @@ def _utility_section(run: Run, saved: run_cost.Saved, teachers: dict) -> dict:
 
 def build_analysis(run: Run) -> dict:
     """The ``analysis.json`` document of a run whose earlier stages are done."""
+    from pate import __version__
+
     config = run.config
     saved = run_cost.load_saved(run)
     cost = run_cost.realised_cost(run, saved)
@@ -274,7 +260,15 @@ def build_analysis(run: Run) -> dict:
 
     doc = {
         "format": 1,
-        "run": _run_section(run),
+        "run": {
+            "name": config.run.name,
+            "run_dir": str(run.run_dir),
+            "created": run.state["created"],
+            "pate_learn_version": __version__,
+            "run_id": run.state["run_id"],
+            "forked_from": run.state.get("forked_from"),
+            "smoke_test": bool(config.run.smoke_test),
+        },
         "config": config.to_dict(),
         "privacy": _privacy_section(
             config,

@@ -109,16 +109,14 @@ def _analysis_warnings(a: dict) -> list[str]:
             f"({formatting.eps(p['eps_data_independent'])}), which composition cannot give: check "
             f"the analysis before quoting it."
         )
-    if not release_asked(a):
-        pass  # no sanitized release asked for, or none at all (the statement says so)
-    elif p["sanitized"]["fallback"] is not None:
-        # no release asked for ([privacy] release = false, pate.fit's default): not news
-        if not p["sanitized"]["fallback"].startswith("[privacy] release = false"):
-            out.append(
-                f"The sanitized epsilon fell back to the data-independent one: "
-                f"{p['sanitized']['fallback']}."
-            )
-    elif "eps_sanitized" in p and p["eps_sanitized"] >= p["eps_data_independent"]:
+    fallback = (p.get("sanitized") or {}).get("fallback")
+    if release_asked(a) and fallback is not None:  # asked for (the statement says if not)
+        out.append(f"The sanitized epsilon fell back to the data-independent one: {fallback}.")
+    elif (
+        release_asked(a)
+        and "eps_sanitized" in p
+        and p["eps_sanitized"] >= p["eps_data_independent"]
+    ):
         out.append(
             f"The sanitized epsilon ({formatting.eps(p['eps_sanitized'])}) is not smaller than the "
             f"data-independent epsilon of the answers ({formatting.eps(p['eps_data_independent'])}): "

@@ -249,16 +249,6 @@ def validate_analysis(analysis: Any, *, source: str = rundir.ANALYSIS) -> dict:
             f"{', '.join(map(repr, mechanisms.REGISTRY))}, got "
             f"{_short(p['mechanism'])}",
         )
-    _check_optional_keys(checker, analysis)
-    _check_privacy(checker, p)
-    _check_queries_and_series(checker, analysis)
-    _check_utility(checker, analysis["utility"])
-    _check_against_config(checker, p, analysis["config"])
-    return analysis
-
-
-def _check_optional_keys(checker: _Checker, analysis: dict) -> None:
-    """The optional keys of ``privacy``, ``run`` and ``utility``, where present."""
     for table, specs in (
         ("privacy", _OPTIONAL_PRIVACY),
         ("run", _OPTIONAL_RUN),
@@ -267,6 +257,11 @@ def _check_optional_keys(checker: _Checker, analysis: dict) -> None:
         for name, spec in specs.items():
             if name in analysis[table]:
                 checker.check(analysis[table][name], spec, f"{table}.{name}")
+    _check_privacy(checker, p)
+    _check_queries_and_series(checker, analysis)
+    _check_utility(checker, analysis["utility"])
+    _check_against_config(checker, p, analysis["config"])
+    return analysis
 
 
 def _check_privacy(checker: _Checker, p: dict) -> None:
