@@ -15,7 +15,7 @@ from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.budget import eps_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
-from pate.run.stages.release import draw_release, release_plan
+from pate.run.stages.release import draw_release, release_event, release_plan
 from pate.run.stages.rounds import (
     Answers,
     Charging,
@@ -259,8 +259,6 @@ def _release_round(
 ) -> dict:
     """The planned sanitized release, drawn after the answers inside its own reservation, and
     the summary to publish."""
-    from pate.analysis import PrivacyEvent
-
     events, release, plan = list(aggregator.accountant.events), None, held.plan
     orders = run.config.privacy.order_grid()  # the grid the plan's rdp was computed on
     if plan["release"]:
@@ -270,17 +268,7 @@ def _release_round(
         release = draw_release(
             run.config, votes_all[:asked], answers.answered[:asked], noise.release
         )
-        events.append(
-            PrivacyEvent(
-                "gnss-release",
-                plan["params"],
-                orders,
-                plan["rdp"],
-                plan["rdp"],
-                queries=0,
-                answered=0,
-            )
-        )
+        events.append(release_event(plan, orders))
         if held.release is not None:
             commit_round(
                 run, held.release, [events[-1]], answers, summary_now(events, release), rounds

@@ -68,3 +68,11 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
             reason = "conditions C5/C6 do not hold at this order and sigma2"
     rdp = analysis.gnss_rdp_curve(beta=beta, sigma_ss=sigma_ss, orders=orders)
     return {"release": reason is None, "fallback": reason, "params": params, "rdp": rdp}
+
+
+def release_event(plan: dict, orders):
+    """The ledger event of the planned sanitized release (its cost is data-independent)."""
+    from pate.analysis import PrivacyEvent
+
+    rdp = plan["rdp"]
+    return PrivacyEvent("gnss-release", plan["params"], orders, rdp, rdp, queries=0, answered=0)

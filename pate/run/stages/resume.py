@@ -13,7 +13,7 @@ from pate.core.io import load_npy
 from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.pending import aggregate_info, publish, read_pending
-from pate.run.stages.release import draw_release, release_plan
+from pate.run.stages.release import draw_release, release_event, release_plan
 from pate.run.stages.rounds import Answers, Rounds, commit_round
 from pate.teachers.errors import ConfigError
 
@@ -100,8 +100,6 @@ def _draw_release(
 ) -> None:
     """Draw the planned release inside a reservation marked drawn, keep and commit it (if it no
     longer fits, the data-independent eps is reported); updates ``state["summary"]``."""
-    from pate.analysis import PrivacyEvent
-
     summary, rounds = state["summary"], state["rounds"]
     config, asked = run.config, int(summary["queries_asked"])
     votes_all = load_npy(run.path(rundir.VOTES), what="the votes stage")
@@ -112,9 +110,7 @@ def _draw_release(
         num_classes=int(votes_all.shape[1]),
         orders=orders,
     )
-    event = PrivacyEvent(
-        "gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"], queries=0, answered=0
-    )
+    event = release_event(plan, orders)
     try:
         reservation = ledger.reserve(dataset, orders=orders, rdp=plan["rdp"], run_id=run_id)
     except BudgetExceededError:
