@@ -21,14 +21,6 @@ from pate.run.stages.votes import votes
 from pate.teachers.errors import ConfigError
 
 
-def _skip(run: Run, stage: str, reason: str) -> dict:
-    """Record a stage that does not apply as skipped (again: the same record)."""
-    if run.done(stage):
-        return run.stage_info(stage)
-    run.start()
-    return run.mark(stage, {"skipped": True, "reason": reason, "seconds": 0.0})
-
-
 def run_stage(run: Run, stage: str) -> dict:
     """Run ``stage`` of ``run`` (its prerequisite must be done, itself not) and mark it done."""
     import time
@@ -40,7 +32,10 @@ def run_stage(run: Run, stage: str) -> dict:
         reason = skip_reason(run.config, earlier)
         if reason is None:
             break
-        info = _skip(run, earlier, reason)
+        if not run.done(earlier):  # once: a skipped stage keeps its record
+            run.start()
+            run.mark(earlier, {"skipped": True, "reason": reason, "seconds": 0.0})
+        info = run.stage_info(earlier)
         if earlier == stage:
             return info
     before = rundir.PREREQUISITES[stage]
