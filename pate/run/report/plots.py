@@ -162,9 +162,7 @@ def _plot_rdp(a: dict):
     _rdp_series(ax, orders, independent, p["order_data_independent"], "#1f5fa8", label, {}, chosen)
     chosen, label = "chosen order data-dependent", "data-dependent (NOT PRIVATE)"
     _rdp_series(ax, orders, dependent, p["order"], "#b00020", label, {"ls": "--"}, chosen)
-    _rdp_axes(
-        ax, p["rdp_data_independent"] + p["rdp_data_dependent"], "RDP of the run at order \u03bb"
-    )
+    _rdp_axes(ax, independent + dependent, "RDP of the run at order \u03bb")
     _internal_stamp(ax, "Renyi-DP per order")
     return fig
 
