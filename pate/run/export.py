@@ -39,9 +39,7 @@ _INTERNAL_NAMES = (
 
 def export_run(run_dir, out, *, labels: bool = False, names=("RUN_DIR", "OUT")) -> pathlib.Path:
     """Write the publishable bundle of the finished run in ``run_dir`` to the new folder ``out``
-    (docs/publishing.md); returns ``out``. ``labels``: add the released labels.
-    ``names``: how errors name the two arguments ("RUN_DIR", "OUT" for the command;
-    "run_dir", "out" from Python)."""
+    and return it; ``labels``: add the released labels; ``names``: how errors name the two."""
     run_name, out_name = names
     run_dir, out = pathlib.Path(run_dir), pathlib.Path(out)
     files = _publishable_files(run_dir, labels=labels, name=run_name)
@@ -99,6 +97,8 @@ def _check_out(run_dir: pathlib.Path, out: pathlib.Path, *, name: str) -> None:
 
 def _publishable_files(run_dir: pathlib.Path, *, labels: bool, name: str) -> list[tuple[str, str]]:
     """``(path relative to run_dir, what it is)`` of every file of the bundle, checked."""
+    from pate.run.report.model import INTERNAL_PLOT_NAMES
+
     if not (run_dir / rundir.STATE).is_file():
         raise ConfigError(
             f"{name} {run_dir} holds no run (no {rundir.STATE}); give a run directory"
@@ -136,7 +136,16 @@ def _publishable_files(run_dir: pathlib.Path, *, labels: bool, name: str) -> lis
             run_dir,
             rundir.STUDENT_WEIGHTS,
         )
-    files += [_plot(run_dir, plot, rel, name=name) for plot, rel in _plots(report)]
+    plots = report.get("plots") if isinstance(report.get("plots"), dict) else {}
+    for plot, rel in sorted(plots.items()):
+        if plot in INTERNAL_PLOT_NAMES:
+            continue
+        if not isinstance(rel, str) or not (run_dir / rel).is_file():
+            raise ConfigError(
+                f"{name} {run_dir}: the report's plot {plot!r} ({rel!r}) is missing; regenerate "
+                f"the report (`pate report {run_dir}`)"
+            )
+        files.append((rel, f"plot {plot} of the public report"))
     if labels:
         files += [(rel, WHAT[rel]) for rel in LABEL_FILES if (run_dir / rel).is_file()]
     for rel, _ in files:
@@ -160,24 +169,6 @@ def _encoder_what(run_dir: pathlib.Path) -> str:
         f"{transformer}, is NOT included (no pickles): pass the fitted transformer to "
         f"pate.student.raw_rows.RawRowStudent.load"
     )
-
-
-def _plots(report: dict) -> list[tuple[str, str]]:
-    from pate.run.report.model import INTERNAL_PLOT_NAMES
-
-    plots = report.get("plots") or {}
-    if not isinstance(plots, dict):
-        return []
-    return [(plot, rel) for plot, rel in sorted(plots.items()) if plot not in INTERNAL_PLOT_NAMES]
-
-
-def _plot(run_dir: pathlib.Path, plot: str, rel, *, name: str) -> tuple[str, str]:
-    if not isinstance(rel, str) or not (run_dir / rel).is_file():
-        raise ConfigError(
-            f"{name} {run_dir}: the report's plot {plot!r} ({rel!r}) is missing; regenerate the "
-            f"report (`pate report {run_dir}`)"
-        )
-    return rel, f"plot {plot} of the public report"
 
 
 def _check_publishable(run_dir: pathlib.Path, rel: str, *, name: str) -> None:

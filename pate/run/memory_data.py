@@ -1,8 +1,6 @@
-"""Data given to :func:`pate.fit` / :func:`pate.plan` in memory: numpy arrays, ``(x, y)`` tuples,
-torch ``Dataset`` / ``DataLoader`` objects, tables (pandas DataFrames, CSV / Parquet paths),
-checked and turned into the :class:`PateData` a run reads, with the ``[data]`` table the config
-records (the declared facts: classes, records, the label / id / dropped columns, and a name for
-the records that is never derived from them)."""
+"""Data given to :func:`pate.fit` / :func:`pate.plan` in memory (arrays, ``(x, y)`` tuples, torch
+datasets, tables), checked and turned into the :class:`PateData` a run reads, with the ``[data]``
+table the config records."""
 
 from __future__ import annotations
 
@@ -14,8 +12,6 @@ from typing import Any
 import numpy as np
 
 from pate.analysis.errors import InputError, InputTypeError
-
-__all__ = ["MEMORY_DATA_NAME", "arrays_of", "data_source", "memory_data"]
 
 
 def arrays_of(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndarray | None]:
@@ -33,12 +29,10 @@ def arrays_of(data: Any, what: str, *, labels: str) -> tuple[np.ndarray, np.ndar
                 "(x, y) with one integer label per row"
             )
         return x, y
-    try:
-        import torch
-        from torch.utils.data import DataLoader, Dataset
-    except ImportError:  # pragma: no cover - torch is a dependency
-        torch = None
-    if torch is not None and isinstance(data, (Dataset, DataLoader)):
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    if isinstance(data, (Dataset, DataLoader)):
         loader = data if isinstance(data, DataLoader) else DataLoader(data, batch_size=256)
         xs, ys = [], []
         for batch in loader:
@@ -65,11 +59,9 @@ MEMORY_DATA_NAME = "in-memory data"
 
 
 def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NAME):
-    """The :class:`PateData` of arrays given to :func:`fit` (``name``: the user's ``dataset=``,
-    shown in the report and the ledger; never derived from the records), checked like a file's
-    (:func:`pate.teachers.data.check_features` / ``check_labels`` / ``check_classes``) before
-    anything is written or charged; the label set is ``classes`` (declared), else the public
-    labels (:func:`pate.teachers.data_checks.label_set`), never the private labels."""
+    """``(PateData, its identity)`` of arrays given to :func:`fit` (``name``: the user's
+    ``dataset=``, never derived from the records), checked like a file's before anything is
+    written or charged; the label set is ``classes``, else the public labels, never the private."""
     from pate.ledger import private_identity
     from pate.teachers.data import ArraySplit, PateData, check_class_names
     from pate.teachers.data_checks import (
@@ -114,8 +106,7 @@ def memory_data(private, public, evaluation, classes, name: str = MEMORY_DATA_NA
         input_shape=tuple(int(s) for s in splits[0].x.shape[1:]),
         class_names=names,
     )
-    identity = private_identity(data)
-    return data, identity
+    return data, private_identity(data)
 
 
 #: The keywords of :func:`pate.fit` that describe a table's columns (``[data]`` keys).

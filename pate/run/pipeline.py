@@ -1,12 +1,7 @@
-"""``pate run``: sensitive data to a released student and a privacy report, in one command.
-
-The pipeline only sequences and resumes the stages of :mod:`pate.run.stages` over a run directory
-(:class:`pate.run.rundir.Run`): the plan first (:mod:`pate.run.planner`, ``plan.json``), then
-:func:`pate.run.stages.preflight` (the data, the ledger's dataset and budget, whether the ledger
-can cover the planned worst case) before any teacher trains. A finished stage leaves
-``stages/<stage>.json``; ``resume=True`` skips finished stages and continues an interrupted one
-(what must not change: :func:`pate.run.rundir.comparable`). The plan, the preflight, resuming,
-the charge before any label and the randomness: docs/pipeline.md."""
+"""``pate run``: the stages of :mod:`pate.run.stages` in sequence over a run directory, after the
+plan (``plan.json``) and :func:`pate.run.stages.preflight`; ``resume=True`` skips finished stages
+and continues an interrupted one (what must not change: :func:`pate.run.rundir.comparable`).
+How it plans, checks, resumes and draws: docs/pipeline.md."""
 
 from __future__ import annotations
 
@@ -27,14 +22,9 @@ PLAN = "plan.json"
 
 
 class Pipeline:
-    """One run of the whole PATE pipeline (see the module docstring).
-
-    ``config`` is a validated configuration (:func:`pate.run.config.load`); settings it leaves
-    to the planner are filled in here, once (:func:`pate.run.config.plan`, from ``data`` when
-    given in memory, else from the ``[data]`` source). ``ledger_path`` overrides ``[privacy]
-    ledger``. Creating the object checks the run directory (a new one, or ``resume=True`` on one
-    made with the same config and ledger) but writes nothing; :meth:`run` does the work.
-    """
+    """One run of the whole pipeline. Settings ``config`` leaves to the planner are filled in
+    here, once (from ``data`` when given in memory); ``ledger_path`` overrides ``[privacy]
+    ledger``. Creating it checks the run directory but writes nothing; :meth:`run` does the work."""
 
     def __init__(
         self,
@@ -86,10 +76,8 @@ class Pipeline:
         return self.ctx.config
 
     def _plan(self):
-        """The plan step (:mod:`pate.run.planner`): before the partition, from the data's counts and
-        the config alone, refused (``PlanError``) when it cannot give a useful student; logged,
-        and written to ``plan.json`` once the run starts. None once the partition is done (the
-        run's plan.json holds it)."""
+        """The plan (``PlanError`` when it cannot give a useful student), logged here and written
+        to ``plan.json`` once the run starts; None once the run has one."""
         if self.ctx.done(rundir.STAGES[0]) or (self.run_dir / PLAN).exists():
             return None
         made = self._made_plan
@@ -100,9 +88,8 @@ class Pipeline:
 
     def run(self, *, until: str | None = None, internal: bool = False) -> dict:
         """Run (or resume) every stage up to and including ``until``; returns the publishable
-        report (``report.json``), with ``internal`` the internal one (everything, for the
-        operator's own measurements: ``private/report_internal.json``, docs/publishing.md), or,
-        with ``until`` before the report, the stage summaries."""
+        report (with ``internal``, the internal one), or the stage summaries when ``until``
+        stops before the report."""
         if until is not None and until not in rundir.STAGES:
             raise InputError(f"until must be one of {', '.join(rundir.STAGES)}, got {until!r}")
         last = rundir.STAGES.index(until) if until is not None else len(rundir.STAGES) - 1
@@ -157,10 +144,6 @@ def _differs(run_dir, recorded, now: dict, *, ignore=()) -> str:
 
 
 def fork_run(source, config: dict) -> pathlib.Path:
-    """Start a new run directory (``config``'s) from a finished run's partition, teachers and
-    votes, with its own run id and its own ledger charges (see :func:`pate.run.stages.fork`).
-
-    For experiments that vary only what comes after the votes (aggregator, budget, release,
-    student): finish it with ``Pipeline(config, resume=True).run()``.
-    """
+    """A new run directory (``config``'s) started from a finished run's partition, teachers and
+    votes (:func:`pate.run.stages.fork`); finish it with ``Pipeline(config, resume=True).run()``."""
     return stages.fork(source, config)

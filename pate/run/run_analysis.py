@@ -1,12 +1,8 @@
-"""The analysis stage of ``pate run``: every number of the privacy report, in ``analysis.json``:
-the privacy cost recomputed by :mod:`pate.run.run_cost`, the ledger's spend, the vote margins and
-the utility figures. A run whose mechanism reads the private records has null teacher figures and
-an empty vote-margin histogram.
-"""
+"""Every number of the privacy report, in ``analysis.json``: the privacy cost recomputed by
+:mod:`pate.run.run_cost`, the ledger's spend, the vote margins and the utility figures."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 
 import numpy as np
@@ -87,8 +83,7 @@ def _margins_and_teachers(run: Run, saved: run_cost.Saved) -> tuple[dict, str, d
             f"{saved.spec.title}: no vote margins; what the private records "
             "contributed was drawn inside the aggregate stage and never saved"
         )
-        # every row may be read for any query: no partition; with an id column one row per
-        # person is read (pate.run.stages.records.private_rows), so the bound is per person
+        # no partition; with an id column one row per person is read: the bound is per person
         relation = "record" if run.data.unit_ids is None else "unit"
         teachers = {
             "teacher_accuracy_mean": None,
@@ -110,59 +105,6 @@ def _margins_and_teachers(run: Run, saved: run_cost.Saved) -> tuple[dict, str, d
         "note": margin_note,
     }
     return margins_doc, relation, teachers
-
-
-@dataclasses.dataclass(frozen=True)
-class _StudentFigures:
-    """The student's saved metrics and the figures its warnings are judged against."""
-
-    student: dict
-    label_acc: float | None
-    agreement: float | None
-    majority: float
-    steps: int | None
-
-
-def _student_figures(run: Run, saved: run_cost.Saved) -> _StudentFigures:
-    """Read the student's metrics; compute the accuracy of the answered labels, their agreement
-    with the plurality vote, the evaluation split's majority-class rate and the student's steps."""
-    data, labels, answered, asked = run.data, saved.labels, saved.answered, saved.asked
-    # only where the public split's true label is known (in-memory public data may have none: -1)
-    known = saved.answered_all & (np.asarray(data.public.y) >= 0)
-    label_acc = float(np.mean(labels[known] == data.public.y[known])) if known.any() else None
-    student = rundir.read_summary(run.path(rundir.STUDENT_METRICS), rundir.STUDENT_METRICS_KEYS)
-    # INTERNAL: computed from the private votes (like the vote margins)
-    agreement = None
-    if not saved.reads_records and answered.any():
-        agreement = float(np.mean(labels[:asked][answered] == saved.votes[answered].argmax(axis=1)))
-    y_eval = np.asarray(data.evaluation.y)
-    majority = float(np.bincount(y_eval, minlength=data.num_classes).max() / y_eval.size)
-    settings = student.get("settings") or {}
-    steps = (
-        int(settings["epochs"]) * int(settings["steps_per_epoch"])
-        if isinstance(settings.get("epochs"), int)
-        and isinstance(settings.get("steps_per_epoch"), int)
-        else None
-    )
-    return _StudentFigures(
-        student=student, label_acc=label_acc, agreement=agreement, majority=majority, steps=steps
-    )
-
-
-def _run_section(run: Run) -> dict:
-    """The ``run`` object of ``analysis.json``: which run, made by which pate-learn."""
-    from pate import __version__
-
-    section = run.config.run
-    return {
-        "name": section.name,
-        "run_dir": str(run.run_dir),
-        "created": run.state["created"],
-        "pate_learn_version": __version__,
-        "run_id": run.state["run_id"],
-        "forked_from": run.state.get("forked_from"),
-        "smoke_test": bool(section.smoke_test),
-    }
 
 
 def _privacy_section(
@@ -238,11 +180,25 @@ def _privacy_section(
     }
 
 
-def _utility_section(
-    run: Run, saved: run_cost.Saved, teachers: dict, figures: _StudentFigures
-) -> dict:
+def _utility_section(run: Run, saved: run_cost.Saved, teachers: dict) -> dict:
     """The ``utility`` object of ``analysis.json`` (its warnings are added by the caller)."""
-    data, student = run.data, figures.student
+    data, labels, answered, asked = run.data, saved.labels, saved.answered, saved.asked
+    # only where the public split's true label is known (in-memory public data may have none: -1)
+    known = saved.answered_all & (np.asarray(data.public.y) >= 0)
+    label_acc = float(np.mean(labels[known] == data.public.y[known])) if known.any() else None
+    student = rundir.read_summary(run.path(rundir.STUDENT_METRICS), rundir.STUDENT_METRICS_KEYS)
+    # INTERNAL: computed from the private votes (like the vote margins)
+    agreement = None
+    if not saved.reads_records and answered.any():
+        agreement = float(np.mean(labels[:asked][answered] == saved.votes[answered].argmax(axis=1)))
+    y_eval = np.asarray(data.evaluation.y)
+    settings = student.get("settings") or {}
+    steps = (
+        int(settings["epochs"]) * int(settings["steps_per_epoch"])
+        if isinstance(settings.get("epochs"), int)
+        and isinstance(settings.get("steps_per_epoch"), int)
+        else None
+    )
     return {
         "student_accuracy": float(student["accuracy"]),
         "student_per_class_accuracy": student.get("per_class_accuracy"),
@@ -255,16 +211,15 @@ def _utility_section(
         "teacher_mean_accuracy": _float_or_none(teachers["teacher_accuracy_mean"]),
         "teacher_accuracy_std": _float_or_none(teachers["teacher_accuracy_std"]),
         "plurality_vote_accuracy": _float_or_none(teachers["plurality_accuracy"]),
-        "label_accuracy_answered": figures.label_acc,
+        "label_accuracy_answered": label_acc,
         "label_accuracy_note": (
             "accuracy of the released labels against the public split's true "
             "labels, which are known here only because this is a benchmark "
             "dataset; in a real deployment the public data is unlabelled"
         ),
         "evaluation_size": int(len(data.evaluation)),
-        # False unless the data's source says its evaluation split is public (a built-in's test
-        # split, a file's split of its own, pool rows declared public): every figure measured on
-        # it (accuracies, confusion matrix, support, majority rate) is then internal
+        # False unless the data's source declares its evaluation split public: every figure
+        # measured on it is then internal
         "evaluation_public": bool(getattr(data, "evaluation_public", False)),
         # public inputs that are rows of the user's file marked public: no protection
         "public_from_pool": int(getattr(data, "public_from_pool", 0)),
@@ -274,14 +229,16 @@ def _utility_section(
             else {}
         ),
         "answered_labels": int(saved.answered.sum()),
-        "answered_plurality_agreement": figures.agreement,
+        "answered_plurality_agreement": agreement,
         "answered_plurality_agreement_note": (
             "internal: share of the answered labels equal to the teachers' noiseless "
             "plurality vote, computed from the private votes; do not publish"
         ),
-        "majority_class_rate": figures.majority,
+        "majority_class_rate": float(
+            np.bincount(y_eval, minlength=data.num_classes).max() / y_eval.size
+        ),
         "chance_rate": 1.0 / data.num_classes,
-        "student_steps": figures.steps,
+        "student_steps": steps,
         "scale_warnings": scale_warnings(run, saved.reads_records),
         # a table's encoder, fitted on the public rows only ([] for arrays)
         "preprocessing": rundir.preprocessing_lines(run.run_dir),
@@ -290,6 +247,8 @@ def _utility_section(
 
 def build_analysis(run: Run) -> dict:
     """The ``analysis.json`` document of a run whose earlier stages are done."""
+    from pate import __version__
+
     config = run.config
     saved = run_cost.load_saved(run)
     cost = run_cost.realised_cost(run, saved)
@@ -297,12 +256,19 @@ def build_analysis(run: Run) -> dict:
     guarantee = run_cost.guarantee(saved, cost, release)
     curves = run_cost.curves(saved, cost)
     vote_margins, relation, teachers = _margins_and_teachers(run, saved)
-    figures = _student_figures(run, saved)
     ledger = _ledger_summary(run, saved.summary.get("dataset"))
 
     doc = {
         "format": 1,
-        "run": _run_section(run),
+        "run": {
+            "name": config.run.name,
+            "run_dir": str(run.run_dir),
+            "created": run.state["created"],
+            "pate_learn_version": __version__,
+            "run_id": run.state["run_id"],
+            "forked_from": run.state.get("forked_from"),
+            "smoke_test": bool(config.run.smoke_test),
+        },
         "config": config.to_dict(),
         "privacy": _privacy_section(
             config,
@@ -320,7 +286,7 @@ def build_analysis(run: Run) -> dict:
             "labelled_by_student": 0,
             "stop_reason": saved.summary.get("stop_reason"),
         },
-        "utility": _utility_section(run, saved, teachers, figures),
+        "utility": _utility_section(run, saved, teachers),
         "curves": curves,
         "vote_margins": vote_margins,
     }

@@ -1,15 +1,8 @@
-"""The privacy cost of a run, recomputed from what its stages saved (the aggregate stage's
-summary, answered mask and labels, the votes stage's votes) with :mod:`pate.analysis`, and checked
-against the events the aggregator charged: nothing here trusts a number it did not compute. The
-sanitized data-dependent epsilon was released once by the aggregate stage, with the order, beta
-and sigma_ss fixed in the config and noise from the run's ``release`` stream.
-
-A run whose mechanism reads the private records (``kind.reads_private_records``) has no votes
-matrix, no teachers and no data-dependent or smooth-sensitivity analysis: its cost is the
-data-independent cost of every asked query -- or of its one release (``kind.releases_once``) --
-recomputed from the asked count; its data-dependent cost repeats it (the realised cost is the
-bound) and its sanitized release carries the fallback reason.
-"""
+"""The privacy cost of a run, recomputed from what its stages saved with :mod:`pate.analysis`
+and checked against the events the aggregator charged: nothing here trusts a number it did not
+compute. A run whose mechanism reads the private records has no votes, no teachers and no
+data-dependent analysis: its cost is the data-independent cost of its asked queries (or of its
+one release), which its data-dependent cost repeats; its sanitized release carries the fallback."""
 
 from __future__ import annotations
 
@@ -25,13 +18,8 @@ from pate.run import rundir
 from pate.run.config import PrivacyTable
 from pate.run.rundir import Run
 
+#: The most points of a curve of ``analysis.json`` (evenly spaced over the asked queries).
 _CURVE_POINTS = 300
-
-
-def _downsample(n: int) -> np.ndarray:
-    if n <= _CURVE_POINTS:
-        return np.arange(n)
-    return np.unique(np.round(np.linspace(0, n - 1, _CURVE_POINTS)).astype(int))
 
 
 def composition(per_query: np.ndarray, orders: np.ndarray, delta: float, k: int) -> dict:
@@ -40,17 +28,8 @@ def composition(per_query: np.ndarray, orders: np.ndarray, delta: float, k: int)
     Basic: (k eps0, delta/2). Advanced (Dwork, Rothblum, Vadhan 2010):
     eps = sqrt(2 k ln(2/delta)) eps0 + k eps0 (e^eps0 - 1) at delta/2 + k delta0 = delta.
     """
-    if k == 0:
-        return {
-            "per_query_eps": 0.0,
-            "per_query_delta": 0.0,
-            "basic_eps": 0.0,
-            "advanced_eps": 0.0,
-            "delta": delta,
-            "queries_composed": 0,
-        }
-    delta0 = delta / (2 * k)
-    eps0 = float(analysis.eps_from_rdp(per_query, orders=orders, delta=delta0)[0])
+    delta0 = delta / (2 * k) if k else 0.0
+    eps0 = float(analysis.eps_from_rdp(per_query, orders=orders, delta=delta0)[0]) if k else 0.0
     advanced = math.sqrt(2 * k * math.log(2 / delta)) * eps0 + k * eps0 * math.expm1(eps0)
     return {
         "per_query_eps": eps0,
@@ -60,15 +39,6 @@ def composition(per_query: np.ndarray, orders: np.ndarray, delta: float, k: int)
         "delta": delta,
         "queries_composed": int(k),
     }
-
-
-def _gnss_curve(release: dict, orders: np.ndarray) -> np.ndarray:
-    """RDP of the smooth-sensitivity release at every order (inf where Theorem 23 does not hold)."""
-    if release.get("fallback") is not None or release.get("noise_std", 0.0) == 0.0:
-        return np.zeros(orders.size)
-    return analysis.gnss_rdp_curve(
-        beta=release["beta"], sigma_ss=release["sigma_ss"], orders=orders
-    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +68,12 @@ class Saved:
         """The mechanism reads the private records: no votes, no teachers (the module docstring)."""
         return self.spec.kind.reads_private_records
 
+    def eps(self, rdp) -> tuple:
+        """``(epsilon, order)`` of the RDP curve ``rdp`` at the config's delta and conversion."""
+        return analysis.eps_from_rdp(
+            rdp, orders=self.orders, delta=self.delta, conversion=self.conversion
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
@@ -117,11 +93,9 @@ class Cost:
 def _votes(run: Run, spec, summary: dict, asked: int) -> tuple[np.ndarray, int]:
     """The votes of the asked queries and the number of voters on one query."""
     if spec.kind.reads_private_records:
-        # its histograms were drawn inside the aggregate stage and never saved: the cost of an
-        # asked query does not depend on them (only their number is used here)
+        # no saved histograms: an asked query's cost does not depend on them, only their number
         votes = np.zeros((asked, 2), dtype=np.int64)
-        # the records voting on one query (Private-kNN: k; class-means: all of them, counted
-        # as declared -- the exact count is internal: pate.run.config.DataTable.declared_records)
+        # the records voting on one query, counted as declared (the exact count is internal)
         num_teachers = spec.voters(
             summary["params"], private_records=run.config.data.declared_records(run.data)[0]
         )
@@ -200,12 +174,7 @@ def realised_cost(run: Run, saved: Saved) -> Cost:
     )
     rdp_dep, rdp_ind = dep.sum(axis=0), ind.sum(axis=0)
     _check_charged(run, s.summary, s.orders, rdp_dep=rdp_dep, rdp_ind=rdp_ind)
-    eps_dep, order_dep = analysis.eps_from_rdp(
-        rdp_dep, orders=s.orders, delta=s.delta, conversion=s.conversion
-    )
-    eps_ind, order_ind = analysis.eps_from_rdp(
-        rdp_ind, orders=s.orders, delta=s.delta, conversion=s.conversion
-    )
+    (eps_dep, order_dep), (eps_ind, order_ind) = s.eps(rdp_dep), s.eps(rdp_ind)
     return Cost(
         ind=ind,
         dep=dep,
@@ -249,40 +218,30 @@ def sanitized_release(saved: Saved, cost: Cost, priv: PrivacyTable) -> dict:
 
 def guarantee(saved: Saved, cost: Cost, release: dict) -> tuple[float, dict | None]:
     """The epsilon of what the run releases, and the earlier rounds composed into it (or None)."""
-    orders, delta, conversion = saved.orders, saved.delta, saved.conversion
-    guarantee_rdp = cost.rdp_ind + _gnss_curve(release, orders)
+    guarantee_rdp = cost.rdp_ind
+    if release.get("fallback") is None and release.get("noise_std", 0.0) != 0.0:
+        # the smooth-sensitivity release at every order (inf where Theorem 23 does not hold)
+        guarantee_rdp = guarantee_rdp + analysis.gnss_rdp_curve(
+            beta=release["beta"], sigma_ss=release["sigma_ss"], orders=saved.orders
+        )
     # Earlier rounds whose released student embeds this run ([knn] features = "student"):
     # what this run releases depends on them too, so their cost is composed in.
     prior = saved.summary.get("prior")
     if prior is not None:
         prior_rdp = np.asarray(prior["rdp"], dtype=float)
         guarantee_rdp = guarantee_rdp + prior_rdp
-        prior = {
-            "runs": prior["runs"],
-            "eps": float(
-                analysis.eps_from_rdp(prior_rdp, orders=orders, delta=delta, conversion=conversion)[
-                    0
-                ]
-            ),
-        }
-    eps_guarantee, _ = analysis.eps_from_rdp(
-        guarantee_rdp, orders=orders, delta=delta, conversion=conversion
-    )
-    return eps_guarantee, prior
+        prior = {"runs": prior["runs"], "eps": float(saved.eps(prior_rdp)[0])}
+    return saved.eps(guarantee_rdp)[0], prior
 
 
 def curves(saved: Saved, cost: Cost) -> dict:
     """Epsilon after each asked query, against the number answered so far."""
-    asked, orders, delta, conversion = saved.asked, saved.orders, saved.delta, saved.conversion
-    idx = _downsample(asked)
+    asked = saved.asked
+    idx = np.unique(np.round(np.linspace(0, asked - 1, min(asked, _CURVE_POINTS))).astype(int))
     if not asked:
         return {"answered_count": [], "eps_data_independent": [], "eps_data_dependent": []}
-    eps_i, _ = analysis.eps_from_rdp(
-        np.cumsum(cost.ind, axis=0)[idx], orders=orders, delta=delta, conversion=conversion
-    )
-    eps_d, _ = analysis.eps_from_rdp(
-        np.cumsum(cost.dep, axis=0)[idx], orders=orders, delta=delta, conversion=conversion
-    )
+    eps_i, _ = saved.eps(np.cumsum(cost.ind, axis=0)[idx])
+    eps_d, _ = saved.eps(np.cumsum(cost.dep, axis=0)[idx])
     return {
         "answered_count": np.cumsum(saved.answered)[idx].astype(int).tolist(),
         "eps_data_independent": eps_i.tolist(),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pate.analysis.errors import CorruptFileError
 from pate.core import keys as run_keys
-from pate.core.io import atomic_write_json, read_json
+from pate.core.io import atomic_write_json, ensure_writable_dir, read_json
 from pate.teachers.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 STAGES = ("partition", "teachers", "votes", "aggregate", "student", "analysis", "report")
 PREREQUISITES = {stage: STAGES[i - 1] if i else None for i, stage in enumerate(STAGES)}
+#: The stages that compute with torch and record threads and GPU memory (the others set torch's
+#: threads only if it is loaded already: `pate analyze` and `pate report` stay torch-free).
+TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
 #: The ``pate`` subcommand that runs each stage.
 COMMANDS = {
     "partition": "partition",
@@ -32,11 +35,8 @@ COMMANDS = {
     "report": "report",
 }
 
-#: The run directory's owner-only folder (0700) of everything a run must not publish: the
-#: partition, the teachers, the votes, the embeddings of the private records, the pending
-#: answers, the stage summaries, the analysis, the internal report, the keys. Everything else at
-#: the top is publishable or a setting (``config.json``, ``run.json``): ``pate export`` bundles
-#: the publishable part.
+#: The owner-only folder (0700) of everything a run must not publish; the rest of the top is
+#: publishable or a setting (``config.json``, ``run.json``); ``pate export`` bundles it.
 PRIVATE_DIR = run_keys.PRIVATE_DIR
 _PRIVATE = f"{PRIVATE_DIR}/"
 
@@ -72,7 +72,6 @@ PLOTS_DIR = "plots"
 REPORT_INTERNAL_MD = _PRIVATE + "report_internal.md"
 REPORT_INTERNAL_JSON = _PRIVATE + "report_internal.json"
 PRIVATE_PLOTS_DIR = _PRIVATE + "plots"
-INTERNAL_PLOTS = PRIVATE_PLOTS_DIR
 #: The format of a run directory (``run.json``'s ``format``); any other is refused.
 FORMAT = 3
 
@@ -94,9 +93,8 @@ STATE_KEYS = frozenset(
 
 
 def preprocessing_lines(run_dir) -> list[str]:
-    """What turned the run's table rows into features, in plain lines for the report (the
-    encoder's description in ``student_encoder.json``: fitted on public rows only, so
-    publishable); [] for a run on arrays or before its student stage."""
+    """The table encoder's description (``student_encoder.json``, fitted on public rows only),
+    in plain lines for the report; [] for a run on arrays or before its student stage."""
     path = pathlib.Path(run_dir) / STUDENT_ENCODER
     if not path.is_file():
         return []
@@ -114,25 +112,18 @@ def new_run_id(name: str) -> str:
 
 
 class RunCopyError(ConfigError):
-    """The run directory is a copy of the directory its run was started in
-    (:meth:`Run.check_not_a_copy`); ``path`` is the copy."""
-
-    def __init__(self, message: str, *, path=None) -> None:
-        super().__init__(message)
-        self.path = path
+    """The run directory is a copy of the one its run started in (:meth:`Run.check_not_a_copy`)."""
 
 
 def directory_identity(run_dir) -> dict:
-    """``{"path", "device", "inode"}`` of a run directory: what ``run.json`` records when the
-    run starts, and what :meth:`Run.check_not_a_copy` compares."""
+    """``{"path", "device", "inode"}`` of a run directory (:meth:`Run.check_not_a_copy`)."""
     run_dir = pathlib.Path(run_dir)
     st = run_dir.stat()
     return {"path": str(run_dir.resolve()), "device": int(st.st_dev), "inode": int(st.st_ino)}
 
 
-#: The config tables that may change on resume until the stage that reads them has run: a
-#: student refused by the checks before the charge (:func:`pate.run.stages.preflight`), or one
-#: whose training failed, is corrected and the run resumed -- its release was charged already.
+#: The config tables that may change on resume until the stage that reads them has run (a
+#: student refused by preflight, or whose training failed, is corrected after the charge).
 OPEN_UNTIL = {"student": "student"}
 
 
@@ -142,16 +133,10 @@ def open_tables(run: Run) -> tuple[str, ...]:
 
 
 def comparable(config: dict, *, ignore: tuple[str, ...] = ()) -> dict:
-    """The parts of a config that must not change on resume. May change: the device, the CPU
-    threads (``[run] threads``), the feature cache's folder (``[run] feature_cache``: the cache is
-    checked at every read, a miss recomputes the same features) and where the teachers train
-    (``[cluster]``), which do not change what is computed; where the run directory is named from (``[run] run_dir``: ``--run-dir`` or the default ``runs/<name>``
-    name one directory, whose identity :meth:`Run.check_not_a_copy` checks); and the dataset's
-    lifetime budget (``[privacy] budget_eps``), which is the ledger's (:func:`pate.run.stages.authorize`)
-    and no part of what a stage computed -- a run stopped by its budget resumes, without
-    retraining, once ``pate budget set`` raised it. Applied to a recorded ``config_comparable``
-    too. ``ignore``: the tables that may still change (:func:`open_tables`: ``[student]`` until
-    the student trained)."""
+    """The parts of a config that must not change on resume: all but how and where it runs
+    (``[run]`` device, run_dir, threads, feature_cache; ``[cluster]``), the lifetime budget (the
+    ledger's: a run stopped by its budget resumes once ``pate budget set`` raised it) and the
+    tables of ``ignore`` (:func:`open_tables`)."""
     out = copy.deepcopy(config)
     for key in ("device", "run_dir", "threads", "feature_cache"):  # how and where, not what
         out.get("run", {}).pop(key, None)
@@ -183,38 +168,20 @@ def read_summary(path: pathlib.Path, keys: frozenset[str]) -> dict:
 
 @dataclasses.dataclass
 class RunContext:
-    """What an open run holds in memory beside its files: never saved (resuming a run given
-    Python objects needs them again).
+    """What an open run holds in memory beside its files, never saved."""
 
-    Attributes
-    ----------
-    threads_source : where an explicit ``[run] threads`` came from: "config", "flag" (a stage
-        command's ``--threads``) or "keyword" (``pate.fit(threads=...)``).
-    teacher_model, student_model : the models given as Python objects (config values
-        ``python:...``), or the scikit-learn estimator a ``package.module:factory`` returned.
-    fitted_student : the fitted scikit-learn student (``pate.fit`` returns it).
-    identity : the private split's dataset identity, hashed once per open run.
-    dataset_id : the ledger's (keyed) id of the records, kept in ``run.json`` when the run starts.
-    recorded_budget_eps : the lifetime budget the run last ran under (a resume that names it goes
-        on with the ledger's).
-    budget_noted : the lifetime budget already noted on the log in this process.
-    """
-
-    threads_source: str = "config"
-    teacher_model: Any = None
+    threads_source: str = "config"  # of [run] threads: "config", "flag" or "keyword"
+    teacher_model: Any = None  # a model given as a Python object, or a factory's estimator
     student_model: Any = None
-    fitted_student: Any = None
-    identity: Any = None
-    dataset_id: str | None = None
-    recorded_budget_eps: float | None = None
-    budget_noted: float | None = None
+    fitted_student: Any = None  # what pate.fit returns
+    identity: Any = None  # the private split's identity, hashed once per open run
+    dataset_id: str | None = None  # the ledger's keyed id of the records (run.json keeps it)
+    recorded_budget_eps: float | None = None  # the budget the run last ran under
+    budget_noted: float | None = None  # the budget already logged in this process
 
 
 class Run:
-    """An open run directory (see the module docstring).
-
-    ``config`` is validated (:func:`pate.run.config.load`); ``state`` is the content of ``run.json``.
-    """
+    """An open run directory: its validated ``config`` and ``state`` (``run.json``)."""
 
     def __init__(
         self, run_dir: pathlib.Path, config: RunConfig, state: dict, *, progress: bool = True
@@ -227,15 +194,10 @@ class Run:
         self._keys: dict[str, bytes] = {}
         self.context = RunContext()
 
-    # ---------------------------------------------------------------- creation
-
     @classmethod
     def create(cls, config: RunConfig, *, progress: bool = True, run_dir=None) -> Run:
-        """Start a run in ``run_dir`` (default: the config's); it must be new or empty.
-
-        Resolves the ledger once (``run.json`` keeps its absolute path, so every later stage
-        and ``--resume`` charges the same ledger whatever the working directory or
-        ``$PATE_LEDGER``)."""
+        """A new run in ``run_dir`` (default: the config's), which must be new or empty; the
+        ledger's absolute path is resolved once, so every later stage charges the same one."""
         run_dir = pathlib.Path(run_dir or config.run.directory())
         if (run_dir / STATE).exists():
             raise ConfigError(
@@ -267,16 +229,13 @@ class Run:
 
     def start(self) -> None:
         """Write ``config.json`` and ``run.json`` (once; a started run is left as it is)."""
-        from pate.core.io import ensure_writable_dir
-
         if (self.run_dir / STATE).exists():
             return
         ensure_writable_dir(self.run_dir, flag="--run-dir")
         run_keys.make_private_dir(self.run_dir / PRIVATE_DIR)
         if self._keys:  # drawn before the run started (the data's split): kept from now on
             run_keys.write_keys(self.path(KEYS), self._keys)
-        # this directory instance: a copy of it (cp -r, a restored backup) is another directory
-        # with the same run.json, and must not draw or charge answers under this run id
+        # this directory instance: a copy of it must not draw or charge under this run id
         self.state = dict(self.state, directory=directory_identity(self.run_dir))
         if self.context.dataset_id is not None:  # the ledger's id of the records it starts on
             self.state["dataset_id"] = self.context.dataset_id
@@ -284,21 +243,15 @@ class Run:
         atomic_write_json(self.run_dir / STATE, self.state)
 
     def check_not_a_copy(self) -> None:
-        """Refuse (``RunCopyError``, exit 2) to go on in a directory that is not the one the
-        run was started in -- a copy of it (``cp -r``, ``shutil.copytree``, a backup restored or
-        a move to another filesystem: another device or inode) --, before anything is drawn or
-        charged under the run's id. Two copies that both drew answers under one run id would be
-        two releases charged to one run id, which the analysis and a later round that embeds
-        this run's student read as one. A ``mv`` on the same
-        filesystem keeps the directory (same inode) and is accepted, and so is the same path
-        and inode under a renumbered device. A run started before the directory was recorded
-        (no ``directory`` in ``run.json``) is not checked."""
+        """``RunCopyError`` in a copy of the directory the run was started in (another device
+        or inode), before anything is drawn or charged: two copies drawing under one run id
+        would be two releases charged as one. A ``mv`` on the same filesystem, or the same path
+        and inode under a renumbered device, is accepted; a run not started yet is not checked."""
         recorded = self.state.get("directory")
         if not isinstance(recorded, dict):
             return
         here = directory_identity(self.run_dir)
-        # the same inode on the same device; or at the same path (device numbers of some
-        # filesystems -- device-mapper, overlay, NFS -- can change across a reboot or remount)
+        # the same inode on the same device or path (device numbers can change on a remount)
         if recorded.get("inode") == here["inode"] and (
             recorded.get("device") == here["device"] or recorded.get("path") == here["path"]
         ):
@@ -308,8 +261,7 @@ class Run:
             f"device {recorded.get('device')} inode {recorded.get('inode')}; this directory is "
             f"device {here['device']} inode {here['inode']}): a copy cannot draw or charge "
             "answers under that run's id; start a new run from it with fork_run (its partition, "
-            "teachers and votes, a new run id) or use a new run directory",
-            path=self.run_dir,
+            "teachers and votes, a new run id) or use a new run directory"
         )
 
     @classmethod
@@ -333,8 +285,6 @@ class Run:
         state = read_summary(run_dir / STATE, STATE_KEYS)
         config = build(read_json(run_dir / CONFIG), where=str(run_dir / CONFIG))
         run = cls(run_dir, config, state, progress=progress)
-        # the lifetime budget the run last ran under: a resume that names it goes on with the
-        # ledger's if `pate budget set` changed it since (pate.run.stages.authorize)
         run.context.recorded_budget_eps = config.privacy.budget_eps
         return run
 
@@ -345,8 +295,6 @@ class Run:
         self.state = dict(self.state, config_comparable=comparable(config.to_dict()))
         atomic_write_json(self.run_dir / CONFIG, config.to_dict())
         atomic_write_json(self.run_dir / STATE, self.state)
-
-    # ---------------------------------------------------------------- state
 
     @property
     def run_id(self) -> str:
@@ -360,11 +308,8 @@ class Run:
         return (self.run_dir / STATE).exists()
 
     def key(self, name: str) -> bytes:
-        """The run's secret key ``name`` (``"partition"``, ``"split"``; :mod:`pate.core.keys`):
-        derived from ``[run] seed`` when the user gave one (the report then says the keys are
-        seeded, not private), else 32 bytes of OS entropy kept in ``private/keys.json`` -- drawn
-        the first time it is asked for, held in memory until the run starts, read back on
-        resume."""
+        """The run's secret key ``name`` (:mod:`pate.core.keys`): derived from ``[run] seed``
+        when given, else OS entropy drawn when first asked for, kept in ``private/keys.json``."""
         seed = self.config.run.seed
         if seed is not None:
             return run_keys.seeded_key(seed, name)
@@ -391,14 +336,9 @@ class Run:
     def stage_info(self, stage: str) -> dict:
         return read_json(self.run_dir / STAGE_DIR / f"{stage}.json")
 
-    # ---------------------------------------------------------------- resources
-
     def provide_data(self, data) -> None:
-        """Give the run its data in memory (``[data] name = "memory:<name>"``, the Python API:
-        the user's ``dataset=``, never derived from the records); it must carry the name the run
-        was started with (the ledger's id of the records, kept in ``run.json``, tells whether
-        they are the same records: :func:`pate.run.stages.budget.authorize`)."""
-
+        """Give the run its data in memory (``[data] name = "memory:<name>"``, from pate.fit),
+        which must carry the name the run was started with."""
         started_on = self.config.data.name
         if data.name != started_on:
             raise ConfigError(
@@ -432,19 +372,15 @@ class Run:
         from pate.core.rng import make_streams
 
         seed = self.config.aggregator.noise_seed
-        if seed is None:
-            return make_streams(secure=True)
-        return make_streams(seed)
+        return make_streams(seed, secure=seed is None)
 
     @property
     def ledger_path(self) -> pathlib.Path | None:
         return None if self.state["ledger"] is None else pathlib.Path(self.state["ledger"])
 
     def python_object(self, key: str, setting):
-        """The Python object behind a ``python:...`` config value (a model given from Python),
-        the scikit-learn estimator a ``package.module:factory`` returns (a ``Pipeline`` too;
-        :func:`pate.teachers.models.factory_estimator`), or ``setting`` itself for any other
-        value (a torch factory stays a name: it is built per model)."""
+        """The Python object behind a ``python:...`` config value, the scikit-learn estimator a
+        ``package.module:factory`` returns, or ``setting`` itself (a torch factory stays a name)."""
         from pate.teachers.models import factory_estimator, is_factory_spec
 
         given = getattr(self.context, key)

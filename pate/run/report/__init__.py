@@ -1,13 +1,7 @@
-"""The privacy reports of a PATE run, generated from the run's validated ``analysis.json``: the
-publishable report (``report.json``, ``report.md``, ``report.html``, ``plots/``), cut out of the
-full one by the allow-list :data:`PUBLIC_FIELDS` and worded and drawn from that cut alone, and the
-internal one (``private/report_internal.*``, ``private/plots/``), marked :data:`NOT_PRIVATE`.
-
-The writer never recomputes a privacy number, never loads the votes and never imports torch; the
-budget outlook (:mod:`pate.run.report.ledger_outlook`) is read from the ledger by the report
-stage, beside the analysis. What each report says, the line between them and the package's
-modules: ``docs/publishing.md``.
-"""
+"""The privacy reports of a run, from its validated ``analysis.json``: the publishable one, cut
+out of the full one by the allow-list :data:`PUBLIC_FIELDS` and worded from that cut alone, and
+the internal one. It never recomputes a privacy number, loads the votes or imports torch;
+what each report says and the package's modules: ``docs/publishing.md``."""
 
 from __future__ import annotations
 

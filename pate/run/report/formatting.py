@@ -8,9 +8,6 @@ from typing import Any
 
 from pate.run.report.schema import is_real
 
-__all__ = ["class_names", "count", "delta", "eps", "left", "param", "pct", "sig"]
-
-
 #: Below this, what is left of a budget is floating-point residue (shown as 0).
 EPS_RESIDUE = 1e-9
 

@@ -1,11 +1,6 @@
-"""The budget in words needs two figures the run's analysis does not hold: the sum of the
-dataset's charges each on its own (to say why the ledger's total is smaller: Rényi composition)
-and the total after one more run like this one. :func:`ledger_outlook` reads them from the
-ledger, read-only, with its composition functions (:mod:`pate.ledger.composition`,
-:mod:`pate.ledger.summaries`), in the report stage, which keeps them in
-``private/ledger_outlook.json`` for the writer: the report stays a function of the run
-directory's files. Both are post-processing of charged events, hence publishable.
-"""
+"""Two figures of the budget in words that the run's analysis does not hold, read from the ledger
+by the report stage (kept in ``private/ledger_outlook.json``, so the report stays a function of
+the run directory's files); post-processing of charged events, hence publishable."""
 
 from __future__ import annotations
 
@@ -18,8 +13,6 @@ from pate.ledger.dataset_registry import budget_of, resolve
 from pate.ledger.ledger_file import DEFAULT_TIMEOUT_SECONDS, LedgerFile
 from pate.ledger.recorded_spend import Item, stored_events, view
 from pate.ledger.summaries import history
-
-__all__ = ["ledger_outlook"]
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,5 @@
-"""The report's content, built from a run directory: ``report.json`` (:func:`build_report`:
-the validated ``analysis.json`` plus the statement, the plots' paths and the warnings), worded
-and laid out by the templates of :mod:`pate.run.report.render`.
-"""
+"""The report's content: the validated ``analysis.json`` plus the statement, the plots' paths and
+the warnings (:func:`build_report`), and its publishable cut (:func:`public_report`)."""
 
 from __future__ import annotations
 
@@ -13,18 +11,6 @@ from pate.run.report.publishable import PUBLICATION, public_part
 from pate.run.report.report_warnings import report_warnings
 from pate.run.report.templating import render_statement
 from pate.run.report.wording import samples_records
-
-__all__ = [
-    "INTERNAL_PLOT_NAMES",
-    "PLOTS_DIR",
-    "PLOT_NAMES",
-    "PUBLIC_PLOT_NAMES",
-    "build_report",
-    "plot_paths",
-    "public_plot_names",
-    "public_report",
-    "read_rule_check",
-]
 
 PLOT_NAMES = (
     "epsilon_vs_answered",
@@ -39,9 +25,6 @@ INTERNAL_PLOT_NAMES = ("epsilon_vs_answered", "vote_margins", "rdp_per_order")
 #: The plots that may be published (no figure computed from the private votes); the confusion
 #: matrix only where the evaluation data is declared public (:func:`public_plot_names`).
 PUBLIC_PLOT_NAMES = ("epsilon_vs_answered_public", "rdp_per_order_public", "confusion_matrix")
-#: The folder of the run directory that holds the publishable plots (``plots/<name>.png``); the
-#: internal ones are in ``private/plots/`` (``rundir.INTERNAL_PLOTS``).
-PLOTS_DIR = "plots"
 
 
 def public_plot_names(report: dict) -> tuple[str, ...]:
@@ -59,18 +42,15 @@ def plot_paths(report: dict) -> dict[str, str]:
     ``plots/``, the others in ``private/plots/``."""
     public = public_plot_names(public_part(report))
     return {
-        name: f"{PLOTS_DIR if name in public else rundir.INTERNAL_PLOTS}/{name}.png"
+        name: f"{rundir.PLOTS_DIR if name in public else rundir.PRIVATE_PLOTS_DIR}/{name}.png"
         for name in PLOT_NAMES
         if name != "vote_margins" or not samples_records(report)  # no votes, no margins
     }
 
 
 def build_report(analysis: dict) -> dict:
-    """The content of the INTERNAL report (``private/report_internal.json``): the (validated)
-    analysis plus ``statement`` (the plain-language text, internal figures marked),
-    ``plots`` (name -> path relative to the run directory), ``warnings`` (a list of strings,
-    internal ones marked) and ``publication`` (the rule). Pure: writes nothing. The publishable
-    report is cut out of it by :func:`public_report`."""
+    """The content of the INTERNAL report: the validated analysis plus ``statement``, ``plots``
+    (name -> path relative to the run directory), ``warnings`` and ``publication``. Pure."""
     report = json.loads(json.dumps(analysis))  # a deep copy, JSON types only
     report["statement"] = render_statement(analysis)
     report["plots"] = plot_paths(analysis)
@@ -80,22 +60,19 @@ def build_report(analysis: dict) -> dict:
 
 
 def public_report(report: dict) -> dict:
-    """The publishable report (``report.json``): the fields of the full ``report`` that
-    :data:`pate.run.report.publishable.PUBLIC_FIELDS` allows, and the statement, warnings and
-    plots worded and drawn from those fields alone. Pure."""
+    """The publishable report: the fields of the full ``report`` that ``PUBLIC_FIELDS`` allows,
+    with the statement, warnings and plots worded from those alone. Pure."""
     worded = ("statement", "warnings", "plots", "publication")
     public = public_part({k: v for k, v in report.items() if k not in worded})
     public["statement"] = render_statement(public)
     public["warnings"] = report_warnings(public)
-    public["plots"] = {name: f"{PLOTS_DIR}/{name}.png" for name in public_plot_names(public)}
+    public["plots"] = {name: f"{rundir.PLOTS_DIR}/{name}.png" for name in public_plot_names(public)}
     public["publication"] = dict(PUBLICATION)
     return public
 
 
 def read_rule_check(run_dir: Path):
-    """The labelling rule's check a release's aggregate stage recorded (``aggregate.json``,
-    ``records.rule_check``: :class:`pate.core.release_check.RuleCheck`), None for other runs or
-    an unreadable summary."""
+    """The labelling rule's check a release's aggregate stage recorded, else None."""
     from pate.core.release_check import RuleCheck
 
     try:

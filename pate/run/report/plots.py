@@ -1,14 +1,6 @@
-"""The report's plots (:data:`PLOT_NAMES`, written to ``plots/<name>.png``), drawn on
-matplotlib's Agg canvas directly (no pyplot, no global backend change; matplotlib is imported
-only when a plot is drawn).
-
-``epsilon_vs_answered`` and ``rdp_per_order`` are INTERNAL (they draw the data-dependent
-curves, computed from the private votes), as is ``vote_margins``; ``epsilon_vs_answered_public``
-and ``rdp_per_order_public`` are their publishable versions, drawn only from the
-data-independent figures and the released epsilons of the publishable report
-(:func:`publishable_plot_data`, the only input of their plotting functions);
-``confusion_matrix`` is publishable only where the evaluation data is declared public.
-"""
+"""The report's plots (:data:`PLOT_NAMES`), drawn on matplotlib's Agg canvas (no pyplot;
+matplotlib imported only when a plot is drawn). The ``*_public`` plots are drawn from
+:func:`publishable_plot_data` alone; which plot is internal: docs/publishing.md."""
 
 from __future__ import annotations
 
@@ -17,8 +9,6 @@ import math
 
 from pate.run.report import formatting
 from pate.run.report.model import PLOT_NAMES
-
-__all__ = ["publishable_plot_data", "render_plots"]
 
 
 def _png(fig) -> bytes:
@@ -38,19 +28,23 @@ def _figure(figsize=(6.4, 4.0)):
     return fig, fig.add_subplot()
 
 
-def _internal_stamp(ax, title: str) -> None:
-    """The title, with a red subtitle saying the plot holds non-private figures."""
+def _stamp(ax, title: str, subtitle: str, color: str) -> None:
+    """The title, with a coloured subtitle saying whether the plot may be published."""
     ax.set_title(title, pad=16)
     ax.text(
         0.5,
         1.01,
-        "contains NOT PRIVATE data-dependent figures \u2014 internal only",
+        subtitle,
         transform=ax.transAxes,
         ha="center",
         va="bottom",
         fontsize=8,
-        color="#b00020",
+        color=color,
     )
+
+
+def _internal_stamp(ax, title: str) -> None:
+    _stamp(ax, title, "contains NOT PRIVATE data-dependent figures \u2014 internal only", "#b00020")
 
 
 def _rdp_axes(ax, plotted: list, ylabel: str) -> None:
@@ -168,9 +162,7 @@ def _plot_rdp(a: dict):
     _rdp_series(ax, orders, independent, p["order_data_independent"], "#1f5fa8", label, {}, chosen)
     chosen, label = "chosen order data-dependent", "data-dependent (NOT PRIVATE)"
     _rdp_series(ax, orders, dependent, p["order"], "#b00020", label, {"ls": "--"}, chosen)
-    _rdp_axes(
-        ax, p["rdp_data_independent"] + p["rdp_data_dependent"], "RDP of the run at order \u03bb"
-    )
+    _rdp_axes(ax, independent + dependent, "RDP of the run at order \u03bb")
     _internal_stamp(ax, "Renyi-DP per order")
     return fig
 
@@ -210,14 +202,9 @@ def _plot_confusion(a: dict):
 
 
 def publishable_plot_data(report: dict) -> dict:
-    """The only input of the publishable epsilon and RDP plots: figures of the publishable
-    report (:func:`pate.run.report.model.public_report`), copied out of it. Keys: ``delta``;
-    ``answered_count`` and ``eps_data_independent`` (the data-independent curve, from
-    ``curves``); ``answered``; ``eps_guarantee`` and ``eps_sanitized`` (the released epsilons;
-    the sanitized one None where it is not published); ``orders``, ``rdp_data_independent`` and
-    ``order_data_independent`` (from ``privacy``). Nothing computed from the private votes
-    without sanitization (the data-dependent epsilon, order, RDP or curve, the vote margins) is
-    in it."""
+    """The only input of the publishable epsilon and RDP plots: data-independent figures and
+    released epsilons copied out of the publishable report (``eps_sanitized`` None where none
+    was released); nothing computed from the private votes without sanitization."""
     p, c = report["privacy"], report["curves"]
     return {
         "delta": p["delta"],
@@ -225,8 +212,6 @@ def publishable_plot_data(report: dict) -> dict:
         "eps_data_independent": list(c["eps_data_independent"]),
         "answered": report["queries"]["answered"],
         "eps_guarantee": p["eps_guarantee"],
-        # a sanitized epsilon is drawn only where one was released (a teachers' run whose
-        # release was drawn and charged): never a "released" line for a run without one
         "eps_sanitized": p.get("eps_sanitized")
         if (p.get("sanitized") or {}).get("fallback") is None
         else None,
@@ -237,18 +222,7 @@ def publishable_plot_data(report: dict) -> dict:
 
 
 def _public_stamp(ax, title: str, shows: str) -> None:
-    """The title, with a green subtitle saying what the plot shows and that it may be published."""
-    ax.set_title(f"{title} \u2014 publishable", pad=16)
-    ax.text(
-        0.5,
-        1.01,
-        f"{shows} only \u2014 may be published",
-        transform=ax.transAxes,
-        ha="center",
-        va="bottom",
-        fontsize=8,
-        color="#2e7d32",
-    )
+    _stamp(ax, f"{title} \u2014 publishable", f"{shows} only \u2014 may be published", "#2e7d32")
 
 
 def _plot_epsilon_public(view: dict):
@@ -300,11 +274,8 @@ _PUBLIC_PLOTTERS = {
 
 
 def render_plots(report: dict, names=PLOT_NAMES) -> dict[str, bytes]:
-    """The plots ``names`` of a report as PNG bytes, keyed by name. The publishable epsilon and
-    RDP plots are drawn from :func:`publishable_plot_data` alone; give the publishable report
-    (:func:`pate.run.report.model.public_report`) for the publishable plots and the full one for
-    the internal ones. Uses matplotlib's Agg canvas directly (no pyplot, no global backend
-    change)."""
+    """The plots ``names`` of ``report`` as PNG bytes, keyed by name: give the publishable
+    report for the publishable plots, the full one for the internal ones."""
     images = {}
     for name in names:
         if name in _PUBLIC_PLOTTERS:

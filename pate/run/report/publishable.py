@@ -1,11 +1,6 @@
-"""The one line between what a run may publish and what it may not (docs/publishing.md).
-
-:data:`PUBLIC_FIELDS` is the allow-list of the publishable report's fields, each with why it is
-public (declared, charged, derived or constant), in ONE place: :func:`public_part` keeps a field
-only when the allow-list names it (or a folder above it) and its condition holds; everything else
-stays in the internal report. :data:`NOT_PUBLIC` names what is carved out of a public folder, with
-the reason.
-"""
+"""The one line between what a run may publish and what it may not (docs/publishing.md): the
+allow-list :data:`PUBLIC_FIELDS`, each field with why it is public, what :data:`NOT_PUBLIC` carves
+out of it, and :func:`public_part`, which keeps nothing else."""
 
 from __future__ import annotations
 
@@ -15,17 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pate import mechanisms
-
-__all__ = [
-    "CONDITIONS",
-    "NOT_PUBLIC",
-    "PUBLICATION",
-    "PUBLIC_FIELDS",
-    "Public",
-    "field_of",
-    "leaf_paths",
-    "public_part",
-]
 
 
 @dataclass(frozen=True)
@@ -40,8 +24,7 @@ class Public:
 
 
 def _evaluation_public(report: dict) -> bool:
-    """The evaluation data was declared public (``utility.evaluation_public``; False when
-    absent): the student's figures on it are post-processing of the release and public data."""
+    """The evaluation data was declared public (``utility.evaluation_public``)."""
     return (report.get("utility") or {}).get("evaluation_public") is True
 
 
@@ -56,8 +39,8 @@ def _release_public(report: dict) -> bool:
 
 
 def _has_teachers(report: dict) -> bool:
-    """The run has teachers (their number is the config's; for a mechanism that reads the
-    private records the "voters" are the records themselves, an exact count)."""
+    """The run has teachers (a mechanism that reads the records has none: its voters are the
+    records, an exact count)."""
     mechanism = (report.get("privacy") or {}).get("mechanism")
     return mechanism in mechanisms.REGISTRY and not (
         mechanisms.get(mechanism).kind.reads_private_records

@@ -10,14 +10,10 @@ from pate.analysis.errors import InputError
 from pate.run.report.model import public_report
 from pate.run.report.templating import context, environment, markdown_html, tidy
 
-__all__ = ["render_html", "render_markdown"]
-
 
 def render_markdown(report: dict, *, internal: bool = False) -> str:
-    """``report.md``: the publishable report (:func:`pate.run.report.model.public_report`, cut
-    out of ``report`` when given the full one), plots linked relative to the run directory; with
-    ``internal``, the internal report ``private/report_internal.md`` of the full one
-    (:func:`pate.run.report.build_report`), plots linked relative to ``private/``."""
+    """``report.md``: the publishable report (cut out of ``report`` when given the full one), or
+    with ``internal`` the internal one of the full ``report``."""
     if not internal:  # the publishable documents are rendered from the public cut alone
         report = public_report(report)
     text = environment().get_template("report.md.j2").render(context(report, internal), b="**")
@@ -25,9 +21,8 @@ def render_markdown(report: dict, *, internal: bool = False) -> str:
 
 
 def render_html(report: dict, images: dict[str, bytes]) -> str:
-    """``report.html``: the publishable report (cut out of ``report`` when given the full one)
-    as one self-contained page (inline CSS, plots embedded as base64 PNG, no script) that renders
-    offline and prints. ``images`` maps each plot name of ``report["plots"]`` to its PNG bytes."""
+    """``report.html``: the publishable report as one self-contained page (inline CSS, plots
+    embedded, no script); ``images`` maps each plot name of ``report["plots"]`` to its PNG."""
     report = public_report(report)  # the publishable documents: from the public cut alone
     missing = [name for name in report["plots"] if name not in images]
     if missing:

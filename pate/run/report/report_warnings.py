@@ -1,8 +1,5 @@
-"""The report's warnings (:func:`report_warnings`): the utility warnings of ``analysis.json``
-(those judged on public figures, then, in the internal report, those that fire on internal
-ones, marked), then what keeps the guarantee from being quoted as it is, checks of the privacy
-analysis and how the querying ended. Worded from whatever report they are given: the
-publishable report's warnings come from its public fields alone."""
+"""The report's warnings (:func:`report_warnings`), worded from whatever report they are given:
+the publishable report's come from its public fields alone."""
 
 from __future__ import annotations
 
@@ -17,8 +14,6 @@ from pate.run.report.wording import (
     weak_guarantee,
 )
 
-__all__ = ["report_warnings", "utility_warnings"]
-
 
 def _budget_raised(change: dict) -> bool:
     """The change loosened an existing budget (a larger epsilon or delta, or none at all)."""
@@ -31,9 +26,8 @@ def _budget_raised(change: dict) -> bool:
 
 
 def utility_warnings(a: dict) -> list[str]:
-    """The utility warnings of ``analysis.json`` (:func:`pate.run.utility_warnings.utility_warnings`):
-    those judged on public figures, then (in the internal report) those that fire on internal
-    ones, marked :data:`NOT_PRIVATE`."""
+    """The utility warnings of ``analysis.json``: those judged on public figures, then (in the
+    internal report) those that fire on internal ones, marked."""
     u = a["utility"]
     return list(u.get("warnings") or []) + [
         f"{INTERNAL_MARK} {w}" for w in u.get("internal_warnings") or []
@@ -115,16 +109,14 @@ def _analysis_warnings(a: dict) -> list[str]:
             f"({formatting.eps(p['eps_data_independent'])}), which composition cannot give: check "
             f"the analysis before quoting it."
         )
-    if not release_asked(a):
-        pass  # no sanitized release asked for, or none at all (the statement says so)
-    elif p["sanitized"]["fallback"] is not None:
-        # no release asked for ([privacy] release = false, pate.fit's default): not news
-        if not p["sanitized"]["fallback"].startswith("[privacy] release = false"):
-            out.append(
-                f"The sanitized epsilon fell back to the data-independent one: "
-                f"{p['sanitized']['fallback']}."
-            )
-    elif "eps_sanitized" in p and p["eps_sanitized"] >= p["eps_data_independent"]:
+    fallback = (p.get("sanitized") or {}).get("fallback")
+    if release_asked(a) and fallback is not None:  # asked for (the statement says if not)
+        out.append(f"The sanitized epsilon fell back to the data-independent one: {fallback}.")
+    elif (
+        release_asked(a)
+        and "eps_sanitized" in p
+        and p["eps_sanitized"] >= p["eps_data_independent"]
+    ):
         out.append(
             f"The sanitized epsilon ({formatting.eps(p['eps_sanitized'])}) is not smaller than the "
             f"data-independent epsilon of the answers ({formatting.eps(p['eps_data_independent'])}): "

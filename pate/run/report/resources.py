@@ -1,9 +1,6 @@
-"""What a run computed on, as its report states it (:func:`read_resources`, then one ``*_text``
-each): where the teachers trained (the backend and its resources), the CPU threads of each stage
-(docs/threads.md), the peak GPU memory of each stage that used a GPU (:mod:`pate.core.gpu_memory`)
-and the precision the student trained in. Read from the stages' summaries ``stages/<stage>.json``;
-none of it changes what is computed, hence no privacy figure.
-"""
+"""What a run computed on, read from its stages' summaries (:func:`read_resources`) and worded
+for its report (one ``*_text`` each): where the teachers trained, the CPU threads, the peak GPU
+memory, the student's precision. None of it changes what is computed."""
 
 from __future__ import annotations
 
@@ -11,18 +8,6 @@ import json
 from pathlib import Path
 
 from pate.run import rundir
-
-__all__ = [
-    "COMPUTING_STAGES",
-    "execution_text",
-    "gpu_memory_text",
-    "precision_text",
-    "read_resources",
-    "threads_text",
-]
-
-#: The stages that compute with torch (their summaries record threads and GPU memory).
-COMPUTING_STAGES = ("teachers", "votes", "aggregate", "student")
 
 
 def _summary(run_dir: Path, stage: str) -> dict:
@@ -36,32 +21,24 @@ def _summary(run_dir: Path, stage: str) -> dict:
 
 def read_resources(run_dir: Path) -> dict:
     """The report's keys on what the run computed on, those its stages recorded: ``execution``
-    (the backend and its resources, docs/cluster.md), ``threads``, ``gpu_memory`` and
+    (where the teachers trained, docs/cluster.md), ``threads``, ``gpu_memory`` and
     ``student_precision`` (float32, or bfloat16 autocast: ``[student] amp``)."""
+    execution = _summary(run_dir, "teachers").get("execution")
+    precision = _summary(run_dir, "student").get("precision")
     found = {
-        "execution": _execution(run_dir),
+        "execution": execution if isinstance(execution, dict) else None,
         "threads": _threads(run_dir),
         "gpu_memory": _gpu_memory(run_dir),
-        "student_precision": _precision(run_dir),
+        "student_precision": precision if isinstance(precision, str) else None,
     }
     return {key: value for key, value in found.items() if value is not None}
 
 
-def _execution(run_dir: Path) -> dict | None:
-    """``execution`` of ``<run_dir>/stages/teachers.json`` (where the teachers trained: the
-    backend and its resources), if recorded; None otherwise."""
-    ex = _summary(run_dir, "teachers").get("execution")
-    return ex if isinstance(ex, dict) else None
-
-
 def _threads(run_dir: Path) -> dict | None:
-    """``{stage: threads}``: the CPU threads each computing stage ran with, as its summary
-    ``stages/<stage>.json`` recorded them (:mod:`pate.core.threads`: count, source, cpus, detail,
-    wait_policy; and ``processes`` where the stage trained in several processes, the student's
-    ``pate.student.parallel``); None when no stage recorded any (a run made before threads were
-    recorded)."""
+    """``{stage: threads}`` as each computing stage recorded them (:mod:`pate.core.threads`,
+    with ``processes`` where it trained in several); None when none did."""
     out = {}
-    for stage in COMPUTING_STAGES:
+    for stage in rundir.TORCH_STAGES:
         info = _summary(run_dir, stage)
         threads = info.get("threads")
         if isinstance(threads, dict) and isinstance(threads.get("count"), int):
@@ -73,11 +50,10 @@ def _threads(run_dir: Path) -> dict | None:
 
 
 def _gpu_memory(run_dir: Path) -> dict | None:
-    """``{stage: [per device: index, name, peak_allocated_bytes, peak_reserved_bytes]}``: the
-    peak GPU memory of each stage that used a CUDA device, as its summary recorded it; None when
-    no stage did (a run on CPUs only)."""
+    """``{stage: [per device: index, name, peak_allocated_bytes, peak_reserved_bytes]}`` of
+    each stage that used a CUDA device; None when none did."""
     out = {}
-    for stage in COMPUTING_STAGES:
+    for stage in rundir.TORCH_STAGES:
         peaks = _summary(run_dir, stage).get("gpu_memory")
         if isinstance(peaks, list) and peaks and all(isinstance(p, dict) for p in peaks):
             out[stage] = peaks
@@ -154,14 +130,6 @@ def gpu_memory_text(report: dict) -> str | None:
         "**Peak GPU memory:** " + "; ".join(parts) + " (torch's allocator; the CUDA context "
         "comes on top)."
     )
-
-
-def _precision(run_dir: Path) -> str | None:
-    """``precision`` of ``<run_dir>/stages/student.json`` ("float32" or "bfloat16 autocast",
-    :class:`pate.student.train.Student`'s ``precision_``); None when not recorded (a
-    scikit-learn student, or a run made before it was)."""
-    precision = _summary(run_dir, "student").get("precision")
-    return precision if isinstance(precision, str) else None
 
 
 def precision_text(report: dict) -> str | None:

@@ -1,35 +1,19 @@
-"""The input of the report: ``<run_dir>/analysis.json`` (schema ``format`` 1), its schema
-(:data:`ANALYSIS_SCHEMA`), its validation (:func:`validate_analysis`) and reading
-(:func:`load_analysis`).
-
-A malformed file raises ``ValueError`` naming the file and the offending key before any report
-file is written; the report never recomputes a privacy number, so everything it says comes from
-a file that passed these checks.
-"""
+"""The input of the report: ``analysis.json`` (``format`` 1), its schema and its checks. A
+malformed file raises ``InputError`` naming the file and the key before any report file is
+written; the report never recomputes a privacy number."""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
 from pate import mechanisms
 from pate.analysis.errors import InputError
 from pate.run import rundir
-
-__all__ = [
-    "ANALYSIS_FILE",
-    "ANALYSIS_SCHEMA",
-    "is_int",
-    "is_real",
-    "load_analysis",
-    "validate_analysis",
-]
-
-#: Where the analysis lies in a run directory (:mod:`pate.run.rundir` names every file).
-ANALYSIS_FILE = rundir.ANALYSIS
 
 # Leaf specs: "int", "float", "str", "bool", "dict" (any JSON object), "[int]", "[float]",
 # "[str]", "[[int]]"; a trailing "?" allows null; a tuple is a choice among strings; a nested
@@ -124,8 +108,8 @@ ANALYSIS_SCHEMA: dict[str, Any] = {
     "vote_margins": {"bin_edges": "[float]", "counts": "[int]", "note": "str"},
 }
 
-# Optional keys of "privacy" (absent: the report says nothing about them; what each means:
-# docs/publishing.md, "The keys of analysis.json").
+# Optional keys of "privacy", "run" and "utility" (absent: the report says nothing about them;
+# what each means: docs/publishing.md, "The keys of analysis.json").
 _OPTIONAL_PRIVACY: dict[str, Any] = {
     "noise_seeded": "bool",
     "keys_seeded": "bool",
@@ -135,9 +119,7 @@ _OPTIONAL_PRIVACY: dict[str, Any] = {
     "prior_rounds": "dict?",
     "records": {"declared": "int", "basis": ("declared", "builtin")},
 }
-# Optional keys of "run" (docs/publishing.md).
 _OPTIONAL_RUN: dict[str, Any] = {"smoke_test": "bool"}
-# Optional keys of "utility" (what each means: docs/publishing.md, "The keys of analysis.json").
 _OPTIONAL_UTILITY: dict[str, Any] = {
     "student_alone_accuracy": "float",
     "evaluation_public": "bool",
@@ -169,13 +151,6 @@ _REGENERATE = (
 )
 
 
-def _continue(path) -> str:
-    """A pasteable command that runs the missing stages of the run directory holding ``path``."""
-    import shlex
-
-    return f"`pate run --run-dir {shlex.quote(str(Path(path).parent))} --resume`"
-
-
 def is_int(value: Any) -> bool:
     """A JSON integer (not a bool)."""
     return isinstance(value, int) and not isinstance(value, bool)
@@ -189,9 +164,9 @@ def is_real(value: Any) -> bool:
     )
 
 
-def _short(value: Any, limit: int = 60) -> str:
+def _short(value: Any) -> str:
     text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 class _Checker:
@@ -229,9 +204,6 @@ class _Checker:
                 self.fail(key, f"must be a list of budget changes, got {_short(data)}")
             for i, change in enumerate(data):
                 self.check(change, _BUDGET_CHANGE, f"{key}[{i}]")
-        elif spec == "[[int]]":
-            if not (isinstance(data, list) and all(_LEAVES["[int]"][0](row) for row in data)):
-                self.fail(key, f"must be a list of lists of integers, got {_short(data)}")
         elif not _LEAVES[spec][0](data):
             self.fail(key, f"must be {_LEAVES[spec][1]}, got {_short(data)}")
 
@@ -248,6 +220,7 @@ _LEAVES: dict[str, tuple[Any, str]] = {
     "bool": (lambda v: isinstance(v, bool), "true or false"),
     "dict": (lambda v: isinstance(v, dict), "a JSON object"),
     "[int]": (_list_of(is_int), "a list of integers"),
+    "[[int]]": (_list_of(_list_of(is_int)), "a list of lists of integers"),
     "[float]": (_list_of(is_real), "a list of numbers (not NaN)"),
     "[float?]": (
         _list_of(lambda v: v is None or is_real(v)),
@@ -257,14 +230,11 @@ _LEAVES: dict[str, tuple[Any, str]] = {
 }
 
 
-def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
-    """Check ``analysis`` (the parsed ``analysis.json``) against :data:`ANALYSIS_SCHEMA`.
-
-    Also checks the consistency the report relies on (array lengths, a square confusion matrix,
-    non-negative counts, delta in (0, 1), answered <= asked, and that the data-dependent epsilon
-    is declared not private). Raises ``ValueError`` naming ``source`` and the offending key;
-    returns ``analysis`` unchanged.
-    """
+def validate_analysis(analysis: Any, *, source: str = rundir.ANALYSIS) -> dict:
+    """``analysis`` (the parsed ``analysis.json``) unchanged, checked against
+    :data:`ANALYSIS_SCHEMA` and for the consistency the report relies on (lengths, counts, delta,
+    answered <= asked, the data-dependent epsilon declared not private); ``InputError`` naming
+    ``source`` and the key otherwise."""
     checker = _Checker(source)
     checker.check(analysis, ANALYSIS_SCHEMA, "")
     if analysis["format"] != 1:
@@ -279,16 +249,6 @@ def validate_analysis(analysis: Any, *, source: str = ANALYSIS_FILE) -> dict:
             f"{', '.join(map(repr, mechanisms.REGISTRY))}, got "
             f"{_short(p['mechanism'])}",
         )
-    _check_optional_keys(checker, analysis)
-    _check_privacy(checker, p)
-    _check_queries_and_series(checker, analysis)
-    _check_utility(checker, analysis["utility"])
-    _check_against_config(checker, p, analysis["config"])
-    return analysis
-
-
-def _check_optional_keys(checker: _Checker, analysis: dict) -> None:
-    """The optional keys of ``privacy``, ``run`` and ``utility``, where present."""
     for table, specs in (
         ("privacy", _OPTIONAL_PRIVACY),
         ("run", _OPTIONAL_RUN),
@@ -297,6 +257,11 @@ def _check_optional_keys(checker: _Checker, analysis: dict) -> None:
         for name, spec in specs.items():
             if name in analysis[table]:
                 checker.check(analysis[table][name], spec, f"{table}.{name}")
+    _check_privacy(checker, p)
+    _check_queries_and_series(checker, analysis)
+    _check_utility(checker, analysis["utility"])
+    _check_against_config(checker, p, analysis["config"])
+    return analysis
 
 
 def _check_privacy(checker: _Checker, p: dict) -> None:
@@ -423,20 +388,18 @@ def _check_against_config(checker: _Checker, p: dict, config: dict) -> None:
 
 
 def load_analysis(run_dir: str | os.PathLike) -> dict:
-    """Read and validate ``<run_dir>/analysis.json``.
-
-    Raises ``FileNotFoundError`` if the run directory or the file is missing and ``ValueError``
-    (naming the file and the key) if it is not valid JSON or does not follow the schema.
-    """
+    """The validated ``analysis.json`` of ``run_dir``: ``FileNotFoundError`` if the directory or
+    the file is missing, ``InputError`` (naming the file and the key) if it is not valid."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise FileNotFoundError(
             f"run directory not found: {run_dir} (give the directory of a run made by `pate run`)"
         )
-    path = run_dir / ANALYSIS_FILE
+    path = run_dir / rundir.ANALYSIS
     if not path.is_file():
         raise FileNotFoundError(
-            f"{path} not found: run the pipeline's analysis stage first: {_continue(path)}"
+            f"{path} not found: run the pipeline's analysis stage first: "
+            f"`pate run --run-dir {shlex.quote(str(run_dir))} --resume`"
         )
     try:
         analysis = json.loads(path.read_text(encoding="utf-8"))

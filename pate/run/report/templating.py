@@ -1,13 +1,6 @@
-"""The report's jinja2 templates, shipped in
-``pate/run/report/templates/`` (found with :mod:`importlib.resources`, so they work from a wheel
-or a zipped install too). ``report.md.j2`` writes the report once, as Markdown: the first page in
-plain words (``first_page.md.j2``, with the part that differs per mechanism kind in
-``kind_<kind>.md.j2``), then the technical appendix (``appendix.md.j2``, whose statement is
-``statement.md.j2``) and its glossary (``glossary.md.j2``). ``report.html.j2`` wraps the same
-Markdown, turned into HTML by :func:`markdown_html`, in one self-contained page (inline CSS, plots
-as data: URIs, no script): :mod:`pate.run.report.render`. What the templates receive, to restyle
-or translate the report: docs/publishing.md.
-"""
+"""The report's jinja2 templates (``templates/``, found with :mod:`importlib.resources`), their
+filters and context (:func:`context`; what it holds: docs/publishing.md), and the Markdown the
+templates write turned into the HTML page's body (:func:`markdown_html`)."""
 
 from __future__ import annotations
 
@@ -28,25 +21,12 @@ from pate.run.report import resources as run_resources
 from pate.run.report.publishable import CONDITIONS, PUBLICATION
 from pate.run.utility_warnings import WEAK_GAP_CLOSED, gap_closed
 
-__all__ = [
-    "TEMPLATES",
-    "context",
-    "environment",
-    "inline_html",
-    "markdown_html",
-    "md_cell",
-    "render_statement",
-    "template_source",
-    "tidy",
-]
-
 #: The template folder, inside the package ``pate.run.report``.
 TEMPLATES = "templates"
 
 
 def template_source(name: str) -> str:
-    """The text of the packaged template ``name`` (``templates/<name>``, via importlib.resources).
-    Raises ``jinja2.TemplateNotFound`` naming it when the package does not hold it."""
+    """The text of the packaged template ``name``; ``jinja2.TemplateNotFound`` if it is missing."""
     entry = resources.files("pate.run.report").joinpath(TEMPLATES, name)
     if not entry.is_file():
         raise jinja2.TemplateNotFound(
@@ -143,8 +123,7 @@ def environment() -> jinja2.Environment:
 
 
 def _plot_links(report: dict, internal: bool) -> dict[str, str]:
-    """The plots' paths relative to the report: the run directory, or ``private/`` for the
-    internal report."""
+    """The plots' paths relative to the report (``private/`` for the internal one)."""
     if not internal:
         return dict(report["plots"])
     prefix = rundir.PRIVATE_DIR + "/"
@@ -155,8 +134,7 @@ def _plot_links(report: dict, internal: bool) -> dict[str, str]:
 
 
 def context(report: dict, internal: bool) -> dict:
-    """What the templates receive (docs/publishing.md): the report's objects and its facts in
-    words."""
+    """What the templates receive (docs/publishing.md)."""
     p, u = report["privacy"], report["utility"]
     spec = mechanisms.get(p["mechanism"])
     listed = report_warnings.utility_warnings(report)

@@ -1,9 +1,6 @@
-"""The report's facts in words that more than one template or the warnings need: the marks of
-internal figures, the weak-guarantee sentence, e^eps in words (:func:`odds_factor`), the dataset's
-name and the plot captions (:data:`CAPTIONS`). Everything else the report says is written in its
-templates (``pate/run/report/templates/``), from a validated ``analysis.json``
-(:mod:`pate.run.report.schema`) and the mechanism's spec in :mod:`pate.mechanisms`.
-"""
+"""The report's facts in words that more than one template or the warnings need (the marks of
+internal figures, the weak-guarantee sentence, e^eps in words, the plot captions); everything
+else is written in the templates."""
 
 from __future__ import annotations
 
@@ -12,20 +9,6 @@ import re
 
 from pate import mechanisms
 from pate.run.report import formatting
-
-__all__ = [
-    "CAPTIONS",
-    "INTERNAL_MARK",
-    "NOT_PRIVATE",
-    "WEAK_EPSILON",
-    "dataset_name",
-    "is_smoke_test",
-    "odds_factor",
-    "params_text",
-    "release_asked",
-    "samples_records",
-    "weak_guarantee",
-]
 
 NOT_PRIVATE = "NOT PRIVATE \u2014 for internal use only, do not publish"
 #: The mark of an internal line of a list (a warning that fires on an internal figure).
@@ -49,15 +32,14 @@ def samples_records(a: dict) -> bool:
 
 
 def release_asked(a: dict) -> bool:
-    """A teachers' run whose config asked for the sanitized release ([privacy] release = true;
-    the release stage's fallback says so when it did not): only then does the report speak of a
-    sanitized epsilon."""
+    """A teachers' run whose config asked for the sanitized release (``[privacy] release``): only
+    then does the report speak of a sanitized epsilon."""
     fallback = ((a["privacy"].get("sanitized") or {}).get("fallback")) or ""
     return not samples_records(a) and "release = false" not in fallback
 
 
 def is_smoke_test(a: dict) -> bool:
-    """``run.smoke_test`` (false when absent, as in older analysis.json files)."""
+    """``run.smoke_test`` (false when absent)."""
     return a["run"].get("smoke_test") is True
 
 

@@ -1,9 +1,5 @@
-"""Writing a run's reports: :func:`write_report` turns ``<run_dir>/analysis.json`` into the
-publishable ``report.json``, ``report.md``, ``report.html`` and ``plots/<name>.png``, and the
-internal ``private/report_internal.json``, ``private/report_internal.md`` and
-``private/plots/<name>.png``, each written atomically (temporary file + ``os.replace``),
-``report.json`` last; nothing is written when the input is invalid.
-"""
+"""Writing a run's publishable and internal reports (:data:`REPORT_FILES`,
+:data:`INTERNAL_REPORT_FILES` and their plots), each file atomically, ``report.json`` last."""
 
 from __future__ import annotations
 
@@ -14,24 +10,11 @@ from pathlib import Path
 
 from pate.core.io import naming_write_errors
 from pate.run import rundir
-from pate.run.report.model import (
-    PLOTS_DIR,
-    build_report,
-    public_report,
-    read_rule_check,
-)
+from pate.run.report.model import build_report, public_report, read_rule_check
 from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
 from pate.run.report.resources import read_resources
 from pate.run.report.schema import load_analysis
-
-__all__ = [
-    "INTERNAL_REPORT_FILES",
-    "OUTLOOK_FILE",
-    "REFERENCE_FILE",
-    "REPORT_FILES",
-    "write_report",
-]
 
 #: The publishable report's files (its plots in ``plots/``).
 REPORT_FILES = ("report.json", "report.md", "report.html")
@@ -91,13 +74,9 @@ def _json_bytes(doc: dict) -> bytes:
 
 
 def write_report(run_dir: str | os.PathLike) -> dict:
-    """Generate the two reports of a run from ``<run_dir>/analysis.json`` (the files: the module
-    docstring; docs/publishing.md). ``report.json`` holds only what
-    :data:`pate.run.report.publishable.PUBLIC_FIELDS` allows; ``private/`` is created owner-only; a
-    plot left in ``plots/`` that is not publishable is removed. A missing run directory or file
-    raises ``FileNotFoundError``, a malformed file ``ValueError`` naming the file and the key, and
-    then nothing is written. Returns the content of ``report.json``.
-    """
+    """Write the two reports of ``run_dir`` from its ``analysis.json`` (nothing when it is
+    missing, ``FileNotFoundError``, or invalid, ``InputError``) and return ``report.json``'s
+    content; a plot left in ``plots/`` that is not publishable for this run is removed."""
     run_dir = Path(run_dir)
     full = _full_report(run_dir)
     public = public_report(full)
@@ -116,8 +95,8 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     with naming_write_errors(private):
         private.mkdir(mode=0o700, exist_ok=True)
         private.chmod(0o700)
-        (run_dir / PLOTS_DIR).mkdir(exist_ok=True)
-        (run_dir / rundir.INTERNAL_PLOTS).mkdir(mode=0o700, exist_ok=True)
+        (run_dir / rundir.PLOTS_DIR).mkdir(exist_ok=True)
+        (run_dir / rundir.PRIVATE_PLOTS_DIR).mkdir(mode=0o700, exist_ok=True)
     mode = _file_mode()
     staged: list[tuple[Path, Path]] = []
     try:
@@ -130,6 +109,6 @@ def write_report(run_dir: str | os.PathLike) -> dict:
     finally:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
-    for name in internal_names:  # written by an earlier version beside the publishable plots
-        (run_dir / PLOTS_DIR / f"{name}.png").unlink(missing_ok=True)
+    for name in internal_names:  # a plot that was publishable for an earlier analysis
+        (run_dir / rundir.PLOTS_DIR / f"{name}.png").unlink(missing_ok=True)
     return public

@@ -1,8 +1,5 @@
 """The aggregate stage: noisy labels within the budget; nothing reaches ``labels.npy`` before it
-is charged. It resolves the run's dataset and budget in the ledger, then returns the published
-answers, or resumes an interrupted stage (:func:`pate.run.stages.resume.finish_pending`), or runs
-the loop of the mechanism's kind (its ``aggregate_loop``) on the round driver
-(:func:`pate.run.stages.rounds.ask_in_rounds`); ``aggregate.json`` is written last."""
+is charged. The loop of each mechanism kind runs on :mod:`pate.run.stages.rounds`."""
 
 from __future__ import annotations
 
@@ -14,10 +11,8 @@ from pate.run.stages.resume import finish_pending, settle_lost_draws
 
 
 def aggregate(run: Run) -> dict:
-    """Noisy labels within the budget; nothing reaches ``labels.npy`` before it is charged (see
-    the module docstring). A crash between drawing and publishing leaves the pending file, which
-    ``--resume`` charges and publishes; a crash after a draw and before the pending write leaves
-    a drawn reservation, which the resume forfeits (the budget is lost, never freed)."""
+    """The published answers, else the interrupted stage resumed (a crash before the pending
+    write forfeits its drawn reservation: the budget is lost, never freed), else the kind's loop."""
     spec = run.config.aggregator.spec
     run_id = run.run_id + ":aggregate"
     run.check_not_a_copy()  # a copied run directory never draws or charges under this run id

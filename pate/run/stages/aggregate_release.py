@@ -1,8 +1,6 @@
-"""The aggregate stage of a "release" mechanism: the release's data-independent cost is checked
-against the config's budget (earlier rounds included) and reserved; only then is one noisy
-release of the private records drawn and every query scored from it (``spec.release_scores``,
-the rule ``[knn] rule``), in one round of :func:`pate.run.stages.rounds.ask_in_rounds`. The
-release itself is never saved; the rule's class scores are published with the labels."""
+"""The aggregate stage of a "release" mechanism: its cost checked against the config's budget and
+reserved, then one noisy release of the private records drawn and every query scored from it by
+the labelling rule, in one round; the release is never saved, the scores are published."""
 
 from __future__ import annotations
 
@@ -17,11 +15,11 @@ from pate.run.stages.rounds import Answers, Charging, Rounds, ask_in_rounds
 
 
 def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charging: Charging):
-    """The release's reservation (None without a ledger or without a query), after the config's
-    budget was checked; BudgetExceededError where it does not fit."""
+    """The release's reservation (None without a ledger or a query); BudgetExceededError where
+    it does not fit the config's budget or the ledger."""
     ledger, dataset = charging.ledger, charging.dataset
     eps_of, queries, prior = inputs.eps_of, inputs.queries, inputs.prior
-    budget_eps, delta = inputs.budget_eps, inputs.delta
+    budget_eps, delta = run.config.privacy.budget_eps, run.config.privacy.delta
     cost = eps_of(inputs.prior_rdp + event.rdp_data_independent)
     if queries and cost > budget_eps:
         raise BudgetExceededError(
@@ -93,9 +91,8 @@ def aggregate_release(run: Run, spec, ledger, dataset: str | None, run_id: str) 
 
 
 def _release_asker(run: Run, spec, inputs: RecordsInputs, event, answers, records):
-    """The round driver's ``ask``: the one release, drawn only when called (inside the
-    reservation), every query's scores and label put in ``answers``, the release's details in
-    ``records``."""
+    """The round driver's ``ask``: the one release, drawn inside the reservation (its details
+    into ``records``)."""
     num_classes, queries = int(answers.scores.shape[1]), inputs.queries
     public, private, private_labels = inputs.public, inputs.private, inputs.private_labels
     params = inputs.params

@@ -1,9 +1,6 @@
 """The aggregate stage of a "sample" mechanism: each round reserves the worst case of as many
-queries as fit (public quantities only: every query costs the same data-independent RDP), then
-draws the round's histograms from a fresh sample of the private records (``spec.sample_votes``)
-and the noisy answers (``spec.draw``) on the round driver
-(:func:`pate.run.stages.rounds.ask_in_rounds`). The histograms are never saved; no
-smooth-sensitivity release."""
+queries as fit (every query costs the same), then draws the round's histograms from a fresh
+sample of the private records and the noisy answers; the histograms are never saved."""
 
 from __future__ import annotations
 
@@ -18,8 +15,7 @@ from pate.run.stages.rounds import Answers, Charging, Rounds, ask_in_rounds, max
 
 
 def _allowed(eps_of, *, prior_rdp, worst, queries: int, budget_eps: float) -> int:
-    """How many queries the config's budget allows (the ledger checks its own, linked datasets
-    and concurrent runs included): earlier rounds + n x the per-query cost, public quantities."""
+    """How many queries the config's budget allows (earlier rounds + n x the per-query cost)."""
     lo, hi = 0, queries
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -30,8 +26,7 @@ def _allowed(eps_of, *, prior_rdp, worst, queries: int, budget_eps: float) -> in
 def _first_round(
     run: Run, spec, charging: Charging, inputs: RecordsInputs, *, allowed: int, worst
 ) -> tuple:
-    """The first round's ``(reservation, n)`` (``(None, 0)`` without a ledger); BudgetExceededError
-    where not even one query fits the config's budget or the ledger."""
+    """The first round's ``(reservation, n)``; BudgetExceededError where not one query fits."""
     eps_of, prior = inputs.eps_of, inputs.prior
     ledger, dataset = charging.ledger, charging.dataset
     first = (None, 0)
@@ -47,8 +42,8 @@ def _first_round(
             )
             refused = BudgetExceededError(
                 f"{where} has no room for even one query of {spec.title} (eps="
-                f"{inputs.budget_eps:g} at delta={inputs.delta:g}; one query costs eps="
-                f"{eps_of(worst):.6g}"
+                f"{run.config.privacy.budget_eps:g} at delta={run.config.privacy.delta:g}; one "
+                f"query costs eps={eps_of(worst):.6g}"
                 + (
                     ""
                     if prior is None
@@ -70,8 +65,7 @@ def _first_round(
 
 
 def _asker(spec, inputs: RecordsInputs, answers: Answers, events: list, noise) -> Callable:
-    """The round driver's ``ask(start, n)`` of a sample run: draws queries ``start .. start + n
-    - 1`` into ``answers`` and their event into ``events``."""
+    """The round driver's ``ask(start, n)`` of a sample run (its events into ``events``)."""
 
     def ask(start, n):
         # Drawn only now, inside the round's reservation: the samples, the histograms, the
@@ -120,7 +114,7 @@ def aggregate_sample(run: Run, spec, ledger, dataset: str | None, run_id: str) -
         prior_rdp=inputs.prior_rdp,
         worst=worst,
         queries=queries,
-        budget_eps=inputs.budget_eps,
+        budget_eps=run.config.privacy.budget_eps,
     )
     charging = Charging(ledger, dataset, run_id, inputs.orders)
     first = _first_round(run, spec, charging, inputs, allowed=allowed, worst=worst)

@@ -1,8 +1,6 @@
-"""The aggregate stage of a "vote" mechanism (LNMax, GNMax, Confident and Interactive GNMax):
-noisy answers to the teachers' vote counts (:class:`pate.core.online_aggregator.OnlineAggregator`,
-which also stops on the config's budget), asked in ledger rounds on the round driver
-(:func:`pate.run.stages.rounds.ask_in_rounds`), then the planned sanitized release, whose cost is
-reserved up front and committed when it is drawn, as one more round."""
+"""The aggregate stage of a "vote" mechanism: noisy answers to the teachers' vote counts (the
+online aggregator stops on the config's budget) on the round driver, then the planned sanitized
+release, reserved up front and committed when it is drawn, as one more round."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.budget import eps_of, raise_hint
 from pate.run.stages.pending import aggregate_info, publish
-from pate.run.stages.release import draw_release, release_plan
+from pate.run.stages.release import draw_release, release_event, release_plan
 from pate.run.stages.rounds import (
     Answers,
     Charging,
@@ -32,8 +30,7 @@ from pate.run.stages.rounds import (
 @dataclasses.dataclass
 class _Reserved:
     """What a vote run reserved before any noise was drawn: the (maybe dropped) release ``plan``,
-    the release's reservation and the first round's ``(reservation, n)``; ``prior`` the RDP the
-    aggregator starts from (what others spent or reserved, the planned release included)."""
+    its reservation, the first round's ``(reservation, n)``, the RDP the aggregator starts from."""
 
     plan: dict
     release: object = None
@@ -52,9 +49,8 @@ def _dropped(plan: dict, why: str) -> dict:
 
 
 def _planned_release(config: dict, *, num_teachers: int, num_classes: int, orders) -> dict:
-    """The sanitized release, planned before any noise is drawn (its parameters are in the
-    config, its cost is data-independent), so that the answers leave room for it; skipped when
-    it alone would cost more than half the budget (public quantities only)."""
+    """The sanitized release, planned before any noise is drawn so that the answers leave room
+    for it; skipped when it alone would cost more than half the budget."""
     budget_eps = config.privacy.budget_eps
     plan = release_plan(config, num_teachers=num_teachers, num_classes=num_classes, orders=orders)
     if plan["release"]:
@@ -70,9 +66,8 @@ def _planned_release(config: dict, *, num_teachers: int, num_classes: int, order
 
 
 def _reserve(run: Run, spec, charging: Charging, *, worst, queries: int, held: _Reserved) -> None:
-    """Reserve the planned release (``held.plan``) and the first round in ``held`` (the release
-    is dropped, with its reason in the plan, where it no longer fits or leaves no room for one
-    query); BudgetExceededError where not even one query fits."""
+    """Reserve the planned release and the first round in ``held`` (the release is dropped where
+    it leaves no room for one query); BudgetExceededError where not even one query fits."""
     plan, ledger, dataset, orders = held.plan, charging.ledger, charging.dataset, charging.orders
     release_rdp = plan["rdp"] if plan["release"] else np.zeros(orders.size)
     if ledger is not None and plan["release"]:
@@ -123,8 +118,7 @@ def _summary(
     events=None,
     release=None,
 ) -> dict:
-    """``aggregate.json`` of a vote run: the aggregator's summary, with this run's answers alone
-    (the aggregator's own totals include the prior: other runs' spend and the planned release)."""
+    """``aggregate.json`` of a vote run: the costs of this run's answers alone."""
     from pate import analysis
 
     priv, orders = config.privacy, charging.orders
@@ -147,8 +141,7 @@ def _summary(
 
 
 def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) -> dict:
-    """The aggregate stage of a "vote" mechanism (see the module docstring): nothing reaches
-    ``labels.npy`` before it is charged."""
+    """The aggregate stage of a "vote" mechanism (see the module docstring)."""
     config = run.config
     params = config.aggregator_params()
     votes_all = load_npy(run.path(rundir.VOTES), what="the votes stage")
@@ -194,7 +187,16 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
             rounds=rounds,
         )
         if rounds.asked == 0 and queries > 0:
-            _refuse_no_query(run, ledger, dataset, aggregator, rounds, queries * worst)
+            raise BudgetExceededError(
+                f"no query could be asked ({rounds.stop_reason}); nothing was released or "
+                "charged. Use more noise, or "
+                + (
+                    raise_hint(run, ledger, dataset, queries * worst)
+                    if ledger is not None
+                    else "raise [privacy] budget_eps"
+                ),
+                remaining=aggregator.remaining_eps,
+            )
         summary = _release_round(
             run,
             held,
@@ -212,13 +214,11 @@ def aggregate_votes(run: Run, spec, ledger, dataset: str | None, run_id: str) ->
 
 
 def _online_aggregator(spec, config: dict, params: dict, *, rng, prior):
-    """The noisy aggregator of a vote run (:class:`pate.core.online_aggregator.OnlineAggregator`),
-    starting from the RDP ``prior`` (what others spent or reserved, the planned release
-    included) and stopping by itself on the config's budget."""
+    """The online aggregator of a vote run, from the RDP ``prior`` (what others spent or
+    reserved, the planned release included)."""
     from pate.core.online_aggregator import OnlineAggregator
 
-    s = config
-    agg, priv = s.aggregator, s.privacy
+    agg, priv = config.aggregator, config.privacy
     return OnlineAggregator(
         spec.name,
         budget_eps=priv.budget_eps,
@@ -233,8 +233,7 @@ def _online_aggregator(spec, config: dict, params: dict, *, rng, prior):
 
 
 def _asker(aggregator, votes_all, answers: Answers) -> Callable:
-    """The round driver's ``ask(start, n)`` of a vote run: the noisy answers to the votes of
-    queries ``start .. start + n - 1``, into ``answers``."""
+    """The round driver's ``ask(start, n)`` of a vote run."""
 
     def ask(start, n):
         # the aggregator stops by itself on the config's budget (prior included)
@@ -245,21 +244,6 @@ def _asker(aggregator, votes_all, answers: Answers) -> Callable:
         return k, result.event, result.stop_reason
 
     return ask
-
-
-def _refuse_no_query(run: Run, ledger, dataset, aggregator, rounds: Rounds, asked_rdp) -> None:
-    """BudgetExceededError: no query could be asked (``asked_rdp``: the worst case of the queries
-    offered, for the ledger's hint)."""
-    raise BudgetExceededError(
-        f"no query could be asked ({rounds.stop_reason}); nothing was released or "
-        "charged. Use more noise, or "
-        + (
-            raise_hint(run, ledger, dataset, asked_rdp)
-            if ledger is not None
-            else "raise [privacy] budget_eps"
-        ),
-        remaining=aggregator.remaining_eps,
-    )
 
 
 def _release_round(
@@ -273,10 +257,8 @@ def _release_round(
     *,
     noise,
 ) -> dict:
-    """The planned sanitized release, drawn once after the answers inside its own reservation
-    (its last round), and the summary to publish."""
-    from pate.analysis import PrivacyEvent
-
+    """The planned sanitized release, drawn after the answers inside its own reservation, and
+    the summary to publish."""
     events, release, plan = list(aggregator.accountant.events), None, held.plan
     orders = run.config.privacy.order_grid()  # the grid the plan's rdp was computed on
     if plan["release"]:
@@ -286,17 +268,7 @@ def _release_round(
         release = draw_release(
             run.config, votes_all[:asked], answers.answered[:asked], noise.release
         )
-        events.append(
-            PrivacyEvent(
-                "gnss-release",
-                plan["params"],
-                orders,
-                plan["rdp"],
-                plan["rdp"],
-                queries=0,
-                answered=0,
-            )
-        )
+        events.append(release_event(plan, orders))
         if held.release is not None:
             commit_round(
                 run, held.release, [events[-1]], answers, summary_now(events, release), rounds

@@ -17,19 +17,12 @@ from pate.teachers.errors import ConfigError
 logger = logging.getLogger("pate")
 
 
-def config_identity(config: dict):
-    """The ledger identity of a config's private split (what ``pate budget digest`` prints):
-    its people's with an id column, else its records' (:func:`pate.ledger.private_identity`)."""
+def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
+    """Register the private split of ``config`` in ``ledger`` under the name a run gives it, no
+    budget (``pate budget digest --config``): ``(its id in the ledger, its name, its identity)``."""
     from pate.ledger import private_identity
 
-    return private_identity(config.load_data())
-
-
-def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
-    """Register the private split of ``config`` in ``ledger`` with its records and the name a
-    run gives it, no budget (``pate budget digest --config``): ``(its id in the ledger, its
-    first name, its identity)``; then ``pate budget set --dataset NAME-or-ID`` finds it."""
-    identity = config_identity(config)
+    identity = private_identity(config.load_data())  # its people's with an id column
     digest = ledger.dataset_id(identity)
     name = _dataset_name(config.privacy.dataset, config.data.name, ledger.datasets(), digest)
     ledger.register_identity(identity, name=name)
@@ -37,8 +30,7 @@ def register_config(config: dict, ledger) -> tuple[str, str | None, object]:
 
 
 def eps_of(config, rdp) -> float:
-    """The epsilon of the RDP curve ``rdp`` (at the config's orders) at the config's delta and
-    conversion."""
+    """The epsilon of ``rdp`` (at the config's orders) at the config's delta and conversion."""
     from pate import analysis
 
     priv = config.privacy
@@ -50,9 +42,8 @@ def eps_of(config, rdp) -> float:
 
 
 def run_identity(run: Run):
-    """The private split's identity (hashed once per open run: preflight, the ledger and a
-    later round embedded by an earlier run's student all ask for it): its people's with an id
-    column, else its records' (:func:`pate.ledger.private_identity`)."""
+    """The private split's identity (:func:`pate.ledger.private_identity`), hashed once per
+    open run."""
     from pate.ledger import private_identity
 
     if run.context.identity is None:
@@ -61,12 +52,9 @@ def run_identity(run: Run):
 
 
 def authorize(run: Run, ledger) -> str:
-    """The private split's dataset in ``ledger``, and the run's budget resolved against it: the
-    ledger's lifetime budget is the one authority (a new dataset registers ``[privacy]
-    budget_eps``, else the run's ``target_eps``; a different budget, delta or conversion is
-    refused before anything is written, except a started run resumed with the budget it last ran
-    under: docs/ledger.md, "One authority"). Sets ``[privacy] budget_eps`` of ``run.config`` (in
-    memory) to the ledger's budget."""
+    """The private split's dataset in ``ledger``; sets ``run.config``'s ``budget_eps`` (in
+    memory) to the ledger's lifetime budget, the one authority: a different budget, delta or
+    conversion is refused before anything is written (docs/ledger.md, "One authority")."""
     priv = run.config.privacy
     identity = run_identity(run)
     given = priv.budget_eps
@@ -111,8 +99,7 @@ def authorize(run: Run, ledger) -> str:
 
 
 def _check_same_records(run: Run, digest: str) -> None:
-    """ConfigError when the run was started on other private records than these (``run.json``
-    keeps the ledger's id of the records it was started on: keyed, it tells nothing about them)."""
+    """ConfigError when the run was started on other private records (``run.json``'s keyed id)."""
     started_on = run.state.get("dataset_id")
     if started_on is not None and started_on != digest:
         raise ConfigError(
@@ -123,17 +110,14 @@ def _check_same_records(run: Run, digest: str) -> None:
 
 
 def dataset_ref(ledger, digest: str) -> str:
-    """What messages and commands call the dataset ``digest`` of ``ledger``: its first name (a
-    run registers one), else its keyed id (never a digest of its records)."""
+    """How messages name the dataset ``digest``: its first name, else its keyed id."""
     names = [d["name"] for d in ledger.datasets() if d["digest"] == digest]
     return names[0] if names and names[0] else digest
 
 
 def _dataset_name(name: str | None, data_name: str, known: list, digest: str) -> str | None:
-    """The name a dataset is registered under: ``[privacy] dataset`` when given, else the data's
-    name; when another set of records in the ledger (``known``) already carries it, a new
-    dataset gets the data's name with the first free number, ``"NAME (2)"``, and a dataset
-    that has a first name keeps it (None). A name never derives from the records."""
+    """The name a dataset is registered under: ``[privacy] dataset``, else the data's name, made
+    ``"NAME (2)"`` when other records in the ledger carry it; None: it keeps its first name."""
     if name is not None:
         return name
     taken = {n: d["digest"] for d in known for n in (d["name"], *d["aliases"]) if n}
@@ -148,8 +132,8 @@ def _dataset_name(name: str | None, data_name: str, known: list, digest: str) ->
 
 
 def _register_budget(run: Run, ledger, digest: str, *, eps: float, given: float | None) -> None:
-    """Register ``eps`` as the lifetime budget of a dataset that has none; logged when it is
-    the run's target (``given``, the run's ``budget_eps``, left out)."""
+    """Register ``eps`` as the lifetime budget of a dataset that has none (logged unless
+    ``given``, the run's ``budget_eps``)."""
     priv = run.config.privacy
     ledger.set_budget(digest, eps=eps, delta=priv.delta, conversion=priv.conversion)
     if given is None:
@@ -226,18 +210,15 @@ def _check_budget(
 
 
 def resolve_budget_without_ledger(run: Run) -> None:
-    """Without a ledger the config's budget is the only one: ``budget_eps``, else the run's
-    ``target_eps`` (:func:`pate.run.config.validate` requires one of them)."""
-    s = run.config
-    if s.privacy.budget_eps is None:
-        run.config = run.config.with_budget_eps(s.aggregator.target_eps)
+    """Without a ledger the config's budget is the only one: ``budget_eps``, else ``target_eps``."""
+    if run.config.privacy.budget_eps is None:
+        run.config = run.config.with_budget_eps(run.config.aggregator.target_eps)
 
 
 def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | None:
-    """``(rdp to reserve before any private record is read, rdp of all planned queries, their
-    number, the first's)`` from public facts only: the whole planned cost for a run with a
-    ``target_eps`` or a mechanism that releases once, else one query (set noise stops when the
-    budget runs out). None when the run asks no query."""
+    """``(rdp to reserve now, rdp of all planned queries, their number, what the first is)`` from
+    public facts only: the whole planned cost with a ``target_eps`` or a one-release mechanism,
+    else one query; None when the run asks no query."""
     config = run.config
     agg = config.aggregator
     spec = agg.spec
@@ -268,23 +249,12 @@ def _planned_worst_case(run: Run) -> tuple[np.ndarray, np.ndarray, int, str] | N
 
 
 def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
-    """ "raise the dataset's lifetime budget: `<command>`[, then `pate run --run-dir DIR
-    --resume`]": the command (a Python call for :func:`pate.fit`, ``pate budget set`` for the
-    CLI) raises the budget by the epsilon of ``rdp`` (public arithmetic) over what is spent and
-    reserved; both work when pasted."""
-    from pate import analysis
-
+    """ "raise the dataset's lifetime budget: `<command>`[, then ...]": a pasteable command that
+    raises the budget by the epsilon of ``rdp`` over what is spent and reserved (the run was
+    authorized: its delta and conversion are the ledger's)."""
     summary = ledger.summary(dataset)
     budget = summary["budget"]
-    orders = run.config.privacy.order_grid()
-    cost = float(
-        analysis.eps_from_rdp(
-            np.asarray(rdp, dtype=float),
-            orders=orders,
-            delta=budget["delta"],
-            conversion=budget["conversion"],
-        )[0]
-    )
+    cost = eps_of(run.config, rdp)
     command = budget_command(
         ledger=ledger.path,
         digest=dataset_ref(ledger, dataset),
@@ -300,11 +270,9 @@ def raise_hint(run: Run, ledger, dataset: str, rdp) -> str:
 
 
 def check_budget_fits(run: Run, ledger, dataset: str) -> None:
-    """Refuse (``BudgetExceededError``, exit 3) a run whose planned worst case
-    (:func:`_planned_worst_case`) the ledger cannot reserve now -- this dataset's budget and
-    every linked one, concurrent runs included, checked by the ledger itself -- before any
-    stage runs: no teacher is trained for a run that could not be answered. It reserves and at
-    once releases (why: docs/ledger.md, "Checked before any teacher trains")."""
+    """``BudgetExceededError`` before any stage runs when the ledger cannot reserve the planned
+    worst case now (it reserves and at once releases: docs/ledger.md, "Checked before any
+    teacher trains")."""
     planned = _planned_worst_case(run)
     if planned is None:
         return

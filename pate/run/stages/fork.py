@@ -45,12 +45,9 @@ def _check_fork_target(source: pathlib.Path, target: pathlib.Path) -> None:
 
 def fork(source, config: dict) -> pathlib.Path:
     """Start a new run (``config``'s directory) from a finished run's partition, teachers and
-    votes, with a NEW run id (its answers are charged to the ledger as its own).
-
-    The new directory must not exist or be an empty folder, and must be neither the source,
-    inside it, nor a folder holding it (:class:`ConfigError`, before anything is written). The
-    run is assembled in a temporary folder next to it and renamed into place, so an interrupted
-    fork leaves no half-copied run; nothing that existed before is ever deleted."""
+    votes, with a NEW run id (its answers are charged as its own). It is assembled in a folder
+    beside the target (:func:`_check_fork_target`) and renamed into place: an interrupted fork
+    leaves no half-copied run."""
     import shutil
 
     source = pathlib.Path(source)

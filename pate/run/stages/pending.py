@@ -18,11 +18,9 @@ PENDING_FORMAT = 2
 
 
 def write_pending(run: Run, labels, answered, summary, rounds, scores=None) -> None:
-    """The answers drawn so far, in ONE file written atomically
-    (:func:`pate.core.io.atomic_savez`): the arrays, and in the ``state`` member (UTF-8 JSON
-    bytes) the summary to publish and ``rounds`` -- ``{"keys": [reservation ids], "events":
-    [event dicts]}`` per ledger round --, written BEFORE the round's reservation is committed (a
-    resume finds the charged rounds by reservation id: :func:`pate.run.stages.resume.finish_pending`)."""
+    """The answers drawn so far, in ONE file written atomically, with the summary to publish and
+    ``rounds`` (``{"keys": [reservation ids], "events": [event dicts]}`` per ledger round) in its
+    ``state`` member; written BEFORE the round's reservation is committed."""
     state = {
         "format": PENDING_FORMAT,
         "run_id": summary["run_id"],

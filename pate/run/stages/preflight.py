@@ -21,9 +21,8 @@ def is_estimator(model) -> bool:
 
 
 def _computes_here(config: dict, stage: str, context: RunContext | None) -> bool:
-    """Whether ``stage`` trains a torch model on this machine's ``[run] device``: the student
-    (unless it is a scikit-learn estimator given from Python, in ``context``), and the teachers
-    on the local backend (a cluster's workers check their own devices)."""
+    """Whether ``stage`` trains a torch model on this machine's ``[run] device``: a torch student,
+    and the teachers on the local backend (a cluster's workers check their own devices)."""
     if stage == "student":
         model = config.student.model  # None: "auto"
         if isinstance(model, str) and model.startswith("python:"):
@@ -37,10 +36,8 @@ def _computes_here(config: dict, stage: str, context: RunContext | None) -> bool
 
 
 def check_device(config: dict, stages=rundir.STAGES, *, context: RunContext | None = None) -> None:
-    """Refuse a ``[run] device`` that this machine lacks (e.g. "cuda" without a GPU) before any
-    of ``stages`` runs, when one of them computes here (:func:`_computes_here`; ``context``: the
-    run's models given from Python). Otherwise a run without teachers would draw and charge
-    its answers and only then fail in the student stage."""
+    """Refuse a ``[run] device`` this machine lacks before any of ``stages`` that computes here
+    runs (else a run without teachers would charge its answers, then fail in its student)."""
     users = [stage for stage in stages if _computes_here(config, stage, context)]
     if not users:
         return
@@ -93,8 +90,7 @@ def check_data(run: Run) -> None:
 
 
 def check_writable(run: Run) -> None:
-    """Every folder the run writes can be written (the run directory, its private folder and the
-    folders in them), creating nothing (:func:`pate.core.io.check_writable_dir`)."""
+    """Every folder the run writes can be written, creating nothing."""
     check_writable_dir(run.run_dir, label="--run-dir")
     for name in (
         rundir.PRIVATE_DIR,
@@ -107,11 +103,8 @@ def check_writable(run: Run) -> None:
 
 
 def check_student_model(run: Run) -> None:
-    """The student the run will train can be built: its ``[student] model`` resolved (a zoo
-    name, ``package.module:factory`` imported and called, a model given from Python) and the
-    network's skeleton built for the data's input shape and classes -- no training, no file --,
-    so that a name that only looks right (``"sklearn:..."``: the student is a torch network or
-    an estimator given from Python) is refused before the release is drawn and charged."""
+    """The student the run will train can be built (its ``[student] model`` resolved and its
+    network built for the data's shape, no training), checked before anything is charged."""
     from pate.teachers.models import auto_model_name, build_model
 
     data = run.data
@@ -142,11 +135,9 @@ def check_student_model(run: Run) -> None:
 
 
 def preflight(run: Run, *, stages=rundir.STAGES) -> None:
-    """Everything that can fail before any work or file, in order: the device of ``stages``
-    (those about to run), the run in its own directory
-    (:meth:`pate.run.rundir.Run.check_not_a_copy`), data sizes, the ledger's dataset and budget and, before the aggregate stage draws, that the
-    ledger covers the planned worst case (:func:`check_budget_fits`); a writable run folder
-    and, before the student trains, a buildable student (:func:`check_student_model`)."""
+    """Everything that can fail before any work or file for ``stages`` (those about to run): the
+    device, a writable run folder, the run in its own directory, data sizes, a buildable student,
+    the ledger's dataset and budget, and that the ledger covers the planned worst case."""
     check_device(run.config, stages, context=run.context)
     check_writable(run)
     if "aggregate" in stages:

@@ -5,7 +5,9 @@ the size of its public-fitted embedding, an earlier round whose released student
 from __future__ import annotations
 
 import contextlib
+import functools
 import pathlib
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -38,9 +40,8 @@ def feature_cache(run: Run):
 
 
 def embedding_features(run: Run) -> tuple[str, int, int]:
-    """(features, dims, feature count) of the records' embedding (ConfigError if the
-    data cannot take them): public sizes only -- the declared number of private records
-    (:meth:`pate.run.config.DataTable.declared_records`), never the exact count --, no record is read."""
+    """(features, dims, feature count) of the records' embedding (ConfigError if the data
+    cannot take them), from public sizes only: no record is read."""
     data = run.data
     settings = run.config.knn_settings(
         data.input_shape,
@@ -83,9 +84,8 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
 
 def private_rows(run: Run) -> np.ndarray | None:
     """The private rows a mechanism that reads the records may use: with an id column, each
-    person's first row in the table's order and no other (the choice for one person depends on
-    that person's rows alone), so adding or removing a person changes at most one row and the
-    record-level bound of the mechanism holds per person; None: every row (no id column)."""
+    person's first row only, so adding or removing a person changes at most one row and the
+    record-level bound holds per person; None: every row."""
     ids = run.data.unit_ids
     if ids is None:
         return None
@@ -114,15 +114,10 @@ def check_records_data(run: Run) -> None:
 
 
 def knn_prior(run: Run) -> dict | None:
-    """The earlier round of a run that reads the records, embedded by an earlier
-    run's released student (``[knn] features = "student"``, ``student_run``), and its privacy
-    cost: ``{"runs": [{"run_dir", "run_id", "eps"}, ...], "rdp": [...]}`` -- every event that
-    run charged (its answers and any release, data-independent), plus its own earlier rounds, at
-    this run's orders. None for any other run. ConfigError, naming ``[knn] student_run`` and the
-    reason, before anything is drawn, unless that run drew fresh noise and was charged to this
-    run's ledger for the same records, at the same orders (why it composes: docs/pipeline.md,
-    "Rounds")."""
-
+    """The earlier rounds whose released student embeds this run (``[knn] features =
+    "student"``) and their charged cost: ``{"runs": [{"run_dir", "run_id", "eps"}, ...], "rdp":
+    [...]}``; None for any other run. ConfigError before anything is drawn unless that run drew
+    fresh noise, charged to this run's ledger for the same records (docs/pipeline.md, "Rounds")."""
     knn = run.config.knn
     if knn.features != "student":
         return None
@@ -131,8 +126,7 @@ def knn_prior(run: Run) -> dict | None:
     summary, digest = _usable_earlier_run(run, path, where)
     orders = run.config.privacy.order_grid()
     own = _recorded_cost(summary, orders, where)
-    # The cost comes from the ledger (the authority), per run of the chain; the files only name
-    # the runs, and what they record must agree with what the ledger charged.
+    # the cost is the ledger's, per run of the chain; what the files record must agree with it
     earlier = summary.get("prior") or {"runs": [], "rdp": np.zeros(orders.size).tolist()}
     chain = [r["run_id"] for r in earlier["runs"]] + [summary["run_id"]]
     charged = _charged_per_run(run, digest, chain, orders)
@@ -158,9 +152,7 @@ def knn_prior(run: Run) -> dict | None:
 
 
 def _usable_earlier_run(run: Run, path: pathlib.Path, where: str) -> tuple[dict, str]:
-    """``(aggregate.json of the earlier run at path, this run's dataset digest)``; ConfigError
-    (``where`` names the setting) unless that run finished, drew fresh noise, and was charged to
-    this run's ledger for the same records."""
+    """``(aggregate.json of the earlier run at path, this run's dataset digest)``, checked."""
     for name in (rundir.STUDENT_WEIGHTS, rundir.AGGREGATE):
         if not (path / name).is_file():
             raise ConfigError(
@@ -192,8 +184,7 @@ def _usable_earlier_run(run: Run, path: pathlib.Path, where: str) -> tuple[dict,
 
 
 def _recorded_cost(summary: dict, orders: np.ndarray, where: str) -> np.ndarray:
-    """The data-independent RDP of every event the earlier run's aggregate.json records, at
-    ``orders`` (ConfigError where that run used other orders)."""
+    """The data-independent RDP of the events an earlier run's aggregate.json records."""
     from pate.analysis import PrivacyEvent
 
     own = np.zeros(orders.size)
@@ -235,31 +226,15 @@ class RecordsInputs(NamedTuple):
     num_queries: int
     queries: int
     orders: np.ndarray
-    budget_eps: float
-    delta: float
-    conversion: str
     plan: dict
     prior: dict | None
     prior_rdp: np.ndarray
-
-    def eps_of(self, rdp) -> float:
-        """The epsilon of the RDP curve ``rdp`` at the config's delta and conversion."""
-        from pate import analysis
-
-        return float(
-            analysis.eps_from_rdp(
-                rdp, orders=self.orders, delta=self.delta, conversion=self.conversion
-            )[0]
-        )
+    eps_of: Callable[[np.ndarray], float]  # at the config's orders, delta and conversion
 
 
 def records_inputs(run: Run, spec) -> RecordsInputs:
-    """What the aggregate stage of a mechanism that reads the private records starts from (see
-    :class:`RecordsInputs`): an earlier round whose student embeds this run (:func:`knn_prior`)
-    counts against the config's budget."""
+    """What the aggregate stage of a mechanism that reads the private records starts from."""
     config = run.config
-    s = config
-    priv = s.privacy
     params = spec.validate(config.aggregator_params(), prefix="[aggregator] ")
     # the private embeddings memory-mapped: read a block at a time, never all held (issue #33)
     emb = load_npz(run.path(rundir.KNN_EMBEDDINGS), what="the votes stage", mapped=("private",))
@@ -282,41 +257,38 @@ def records_inputs(run: Run, spec) -> RecordsInputs:
         emb["private_labels"],
         num_classes,
         num_queries,
-        min(num_queries if s.aggregator.queries is None else s.aggregator.queries, num_queries),
+        min(
+            num_queries if config.aggregator.queries is None else config.aggregator.queries,
+            num_queries,
+        ),
         orders,
-        priv.budget_eps,
-        priv.delta,
-        priv.conversion,
         plan,
         prior,
         prior_rdp,
+        functools.partial(eps_of, config),
     )
 
 
 def records_summary(
     run: Run, spec, inputs: RecordsInputs, events, progress, *, answered, charging, **mechanism_part
 ) -> dict:
-    """``aggregate.json`` of a mechanism that reads the private records after the rounds so far
-    (``progress``: a :class:`pate.run.stages.rounds.Rounds`; ``answered`` queries answered),
-    charged to ``charging`` (a :class:`pate.run.stages.rounds.Charging`): the realised cost of ``events`` is the
-    data-independent one (there is no data-dependent bound), no sanitized release;
-    ``inputs.prior`` the earlier rounds this run's embedding depends on (their cost is in the
-    guarantee); ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
+    """``aggregate.json`` of a mechanism that reads the private records after the rounds so far:
+    the realised cost of ``events`` is their data-independent one, no sanitized release;
+    ``mechanism_part`` the mechanism's own entry (e.g. ``knn={...}``)."""
     from pate import analysis
 
-    config, orders = run.config, inputs.orders
-
+    config, orders, priv = run.config, inputs.orders, run.config.privacy
     rdp = sum((e.rdp_data_independent for e in events), np.zeros(orders.size))
     eps, order = analysis.eps_from_rdp(
-        rdp, orders=orders, delta=inputs.delta, conversion=inputs.conversion
+        rdp, orders=orders, delta=priv.delta, conversion=priv.conversion
     )
     return {
         "mechanism": spec.name,
         "params": dict(inputs.params),
-        "budget_eps": inputs.budget_eps,
-        "delta": inputs.delta,
+        "budget_eps": priv.budget_eps,
+        "delta": priv.delta,
         "budget_basis": config.aggregator.budget_basis.replace("-", "_"),
-        "conversion": inputs.conversion,
+        "conversion": priv.conversion,
         "queries_asked": int(progress.asked),
         "queries_answered": int(answered),
         "eps_data_independent": float(eps),

@@ -10,9 +10,8 @@ def draw_release(config: dict, votes: np.ndarray, answered: np.ndarray, rng) -> 
     """The sanitized data-dependent RDP, drawn once with the config's fixed parameters."""
     from pate import analysis
 
-    s = config
-    priv = s.privacy
-    params = s.aggregator.spec.release_params(config.aggregator_params())
+    priv = config.privacy
+    params = config.aggregator.spec.release_params(config.aggregator_params())
     return dict(
         analysis.release_sanitized_epsilon(
             votes,
@@ -44,11 +43,10 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
         is_data_independent_step2,
     )
 
-    s = config
-    priv = s.privacy
+    priv = config.privacy
     order, beta, sigma_ss = priv.release_order, priv.release_beta, priv.release_sigma_ss
     params = {"order": order, "beta": beta, "sigma_ss": sigma_ss}
-    spec = s.aggregator.spec
+    spec = config.aggregator.spec
     release = spec.release_params(config.aggregator_params())
     reason = None
     if not priv.release:
@@ -70,3 +68,11 @@ def release_plan(config: dict, *, num_teachers: int, num_classes: int, orders) -
             reason = "conditions C5/C6 do not hold at this order and sigma2"
     rdp = analysis.gnss_rdp_curve(beta=beta, sigma_ss=sigma_ss, orders=orders)
     return {"release": reason is None, "fallback": reason, "params": params, "rdp": rdp}
+
+
+def release_event(plan: dict, orders):
+    """The ledger event of the planned sanitized release (its cost is data-independent)."""
+    from pate.analysis import PrivacyEvent
+
+    rdp = plan["rdp"]
+    return PrivacyEvent("gnss-release", plan["params"], orders, rdp, rdp, queries=0, answered=0)

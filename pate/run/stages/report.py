@@ -1,9 +1,6 @@
-"""The report stage: the publishable report (report.json, report.md, report.html, plots/) and the
-internal one (private/report_internal.json, .md, private/plots/), from the run's analysis and two
-files this stage writes first: the dataset's budget outlook read from the ledger
-(``private/ledger_outlook.json``: the sum of the charges, the total after one more run like this
-one) and, for the internal report only, the accuracy of a non-private reference model trained on
-the same private rows (``private/reference.json``, :func:`reference_accuracy`)."""
+"""The report stage: the publishable and the internal report, from the run's analysis and two
+files this stage writes first under ``private/``: the dataset's budget outlook read from the
+ledger, and the accuracy of a non-private reference model (:func:`reference_accuracy`)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from pate.core.io import load_npy
 from pate.run import rundir
 from pate.run.rundir import Run
 from pate.run.stages.pending import aggregate_info, publish, read_pending
-from pate.run.stages.release import draw_release, release_plan
+from pate.run.stages.release import draw_release, release_event, release_plan
 from pate.run.stages.rounds import Answers, Rounds, commit_round
 from pate.teachers.errors import ConfigError
 
@@ -33,8 +33,8 @@ def _reservations_of(ledger, dataset: str, run_id: str) -> tuple[set[str], set[s
 
 
 def forfeit_lost_draws(ledger, dataset: str, run_id: str, drawn: set[str]) -> None:
-    """Forfeit the drawn reservations ``drawn`` of ``run_id`` whose answers are not in a pending
-    file (the process died after the mark, before the write): their bound stays spent."""
+    """Forfeit the drawn reservations ``drawn`` (whose answers never reached a pending file):
+    their bound stays spent."""
     for rid in sorted(drawn):
         ledger.forfeit(rid)
         logger.warning(
@@ -48,19 +48,14 @@ def forfeit_lost_draws(ledger, dataset: str, run_id: str, drawn: set[str]) -> No
 
 
 def settle_lost_draws(ledger, dataset: str | None, run_id: str) -> None:
-    """Before a fresh start of the aggregate stage (no pending file): forfeit every drawn
-    reservation of ``run_id`` (:func:`forfeit_lost_draws`)."""
+    """Before a fresh aggregate stage: forfeit every drawn reservation of ``run_id``."""
     if ledger is not None:
         forfeit_lost_draws(ledger, dataset, run_id, _reservations_of(ledger, dataset, run_id)[1])
 
 
 def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
-    """Resume after a crash between drawing and publishing: commit the events of every pending
-    round whose reservation the ledger holds as drawn, forfeit the drawn reservations whose
-    answers are not in the pending file, then publish. Rounds are matched by reservation id
-    (kept in the pending file and with every committed event), never by counting; a round whose
-    reservation the ledger holds neither as charged nor as drawn (another ledger's pending
-    file) is refused: its answers were never charged."""
+    """Resume after a crash between drawing and publishing (the module docstring): commit, forfeit,
+    draw the release if it was not, then publish."""
     arrays, state = read_pending(run, run_id)
     labels, answered = arrays["labels"], arrays["answered"]
     scores = arrays.get("scores")
@@ -79,9 +74,8 @@ def finish_pending(run: Run, ledger, dataset: str | None, run_id: str) -> dict:
 
 
 def _commit_drawn_rounds(run: Run, ledger, dataset: str, run_id: str, rounds: list) -> None:
-    """Commit the events of every pending round (``rounds``) that the ledger holds as drawn, not
-    yet as charged; forfeit this run's other drawn reservations; refuse a round whose
-    reservation the ledger holds neither way (:func:`finish_pending`)."""
+    """Commit the pending ``rounds`` the ledger holds as drawn, forfeit the other drawn
+    reservations, refuse a round whose reservation the ledger holds neither as drawn nor charged."""
     from pate.analysis import PrivacyEvent
 
     charged, drawn = _reservations_of(ledger, dataset, run_id)
@@ -104,12 +98,8 @@ def _commit_drawn_rounds(run: Run, ledger, dataset: str, run_id: str, rounds: li
 def _draw_release(
     run: Run, ledger, dataset: str, run_id: str, state: dict, answers: Answers
 ) -> None:
-    """The interruption came before the planned release was drawn: draw it now inside a
-    reservation marked drawn, keep it in the pending file with that reservation's id, commit, and
-    only then publish it (or, if it no longer fits, report the data-independent eps). Updates
-    ``state["summary"]``."""
-    from pate.analysis import PrivacyEvent
-
+    """Draw the planned release inside a reservation marked drawn, keep and commit it (if it no
+    longer fits, the data-independent eps is reported); updates ``state["summary"]``."""
     summary, rounds = state["summary"], state["rounds"]
     config, asked = run.config, int(summary["queries_asked"])
     votes_all = load_npy(run.path(rundir.VOTES), what="the votes stage")
@@ -120,9 +110,7 @@ def _draw_release(
         num_classes=int(votes_all.shape[1]),
         orders=orders,
     )
-    event = PrivacyEvent(
-        "gnss-release", plan["params"], orders, plan["rdp"], plan["rdp"], queries=0, answered=0
-    )
+    event = release_event(plan, orders)
     try:
         reservation = ledger.reserve(dataset, orders=orders, rdp=plan["rdp"], run_id=run_id)
     except BudgetExceededError:

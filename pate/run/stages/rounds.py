@@ -70,9 +70,7 @@ class Charging:
 def charged_part(
     config, charging: Charging, *, events, queries: int, plan: dict, rounds: Rounds
 ) -> dict:
-    """The keys of ``aggregate.json`` every kind of mechanism writes alike: who was charged
-    (``charging``: run id, dataset, ledger), the events, the queries offered, the release plan,
-    whether the noise was seeded, and how far the rounds came."""
+    """The keys of ``aggregate.json`` every kind of mechanism writes alike."""
     ledger = charging.ledger
     return {
         "run_id": charging.run_id,
@@ -89,10 +87,8 @@ def charged_part(
 
 
 def max_fitting(charging: Charging, *, worst, limit: int):
-    """The largest n <= limit whose worst case (n x ``worst``) the ledger can reserve now, and
-    that reservation (None, 0 when not even one query fits). Tries ``limit`` first, then a
-    binary search of reservation attempts (each one checked by the ledger itself, linked
-    datasets and concurrent runs included)."""
+    """``(reservation, n)`` of the largest n <= limit whose worst case (n x ``worst``) the ledger
+    can reserve now ((None, 0) when not one query fits): ``limit``, else a binary search."""
 
     def attempt(n):
         try:
@@ -139,17 +135,11 @@ def ask_in_rounds(
     summary: Callable,
     rounds: Rounds,
 ) -> None:
-    """The charge-before-publish loop, the same for every kind of mechanism.
-
-    Asks up to ``limit`` queries in rounds. A round takes its ledger reservation -- ``rounds.first``
-    (reserved before any noise existed: ``(reservation, n)`` or ``(None, 0)``), then the most
-    queries whose worst case (``worst`` each) fits now (:func:`max_fitting`) --, marks it drawn
-    (spent, never reclaimed) and only then calls ``ask(start, n)``, which draws the answers of
-    queries ``start .. start + n - 1`` into ``answers`` and returns ``(queries asked, the round's
-    event, stop reason)`` (it may ask fewer than ``n``); then :func:`commit_round` writes them to the pending file with ``summary()`` and
-    commits the event (always within the reservation). Without a ledger: one round of ``limit``
-    queries. Stops at ``limit``, when ``ask`` stops, or when the ledger has no room for one more
-    query (``rounds.stop_reason`` says so)."""
+    """The charge-before-publish loop: up to ``limit`` queries in rounds, each inside a ledger
+    reservation (``rounds.first``, then the most queries whose worst case fits now) marked drawn
+    before ``ask(start, n)`` draws answers into ``answers`` and returns ``(queries asked, the
+    round's event, stop reason)``; :func:`commit_round` then keeps and commits them. Without a
+    ledger: one round. Stops at ``limit``, when ``ask`` stops or when no query fits."""
     while rounds.asked < limit:
         reservation, n = None, limit - rounds.asked
         if rounds.first[0] is not None:

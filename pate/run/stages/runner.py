@@ -21,14 +21,6 @@ from pate.run.stages.votes import votes
 from pate.teachers.errors import ConfigError
 
 
-def _skip(run: Run, stage: str, reason: str) -> dict:
-    """Record a stage that does not apply as skipped (again: the same record)."""
-    if run.done(stage):
-        return run.stage_info(stage)
-    run.start()
-    return run.mark(stage, {"skipped": True, "reason": reason, "seconds": 0.0})
-
-
 def run_stage(run: Run, stage: str) -> dict:
     """Run ``stage`` of ``run`` (its prerequisite must be done, itself not) and mark it done."""
     import time
@@ -40,7 +32,10 @@ def run_stage(run: Run, stage: str) -> dict:
         reason = skip_reason(run.config, earlier)
         if reason is None:
             break
-        info = _skip(run, earlier, reason)
+        if not run.done(earlier):  # once: a skipped stage keeps its record
+            run.start()
+            run.mark(earlier, {"skipped": True, "reason": reason, "seconds": 0.0})
+        info = run.stage_info(earlier)
         if earlier == stage:
             return info
     before = rundir.PREREQUISITES[stage]
@@ -61,7 +56,7 @@ def run_stage(run: Run, stage: str) -> dict:
     threads = cpu_threads.configure(
         explicit=run.config.run.threads,
         explicit_source=run.context.threads_source,
-        torch=stage in TORCH_STAGES,
+        torch=stage in rundir.TORCH_STAGES,
     )
     gpu_memory.reset()
     t0 = time.perf_counter()
@@ -75,15 +70,10 @@ def run_stage(run: Run, stage: str) -> dict:
     return run.mark(stage, info)
 
 
-#: The stages that compute with torch (the others set its threads only if it is loaded already:
-#: `pate analyze` and `pate report` stay torch-free).
-TORCH_STAGES = ("teachers", "votes", "aggregate", "student")
-
-
 def _front_end_device(run: Run, stage: str):
     """A stage that computes with torch computes the ScatterNet front-end on the run's device
     (``[run] device``; a GPU's features are cached under their own key)."""
-    if stage not in TORCH_STAGES:
+    if stage not in rundir.TORCH_STAGES:
         return contextlib.nullcontext()
     from pate.teachers.devices import resolve_device
     from pate.teachers.features import computing_on

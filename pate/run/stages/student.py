@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 
 import numpy as np
 
@@ -19,8 +20,6 @@ logger = logging.getLogger("pate")
 
 
 def student(run: Run) -> dict:
-    import time
-
     from pate.student.augment import FLIP_DATASETS
     from pate.student.evaluate import evaluation_metrics
     from pate.student.train import Student
@@ -102,8 +101,7 @@ def student(run: Run) -> dict:
 
 @contextlib.contextmanager
 def _smoke_test_is_short(smoke_test: bool):
-    """A smoke test's student is short on purpose: its training-length warning is left out
-    (the student logs it with ``extra={"short_training": True}``)."""
+    """A smoke test's student is short on purpose: its training-length warning is left out."""
     student_logger = logging.getLogger("pate.student")
 
     def keep(record: logging.LogRecord) -> bool:
@@ -118,8 +116,7 @@ def _smoke_test_is_short(smoke_test: bool):
 
 
 def save_encoder(run: Run) -> None:
-    """Beside the student, what turns raw table rows into its inputs (``student_encoder.json``:
-    the public-fitted encoder and the declared class names; :mod:`pate.student.raw_rows`)."""
+    """Beside the student, what turns raw table rows into its inputs (``student_encoder.json``)."""
     encoder = run.data.encoder  # tables with named columns
     if encoder is None:
         return
@@ -135,11 +132,9 @@ def save_encoder(run: Run) -> None:
 
 
 def rule_head(run: Run, labels: np.ndarray):
-    """The labelling rule of this run's release as a torch head (``[student]
-    combine_with_rule``; :mod:`pate.student.rule_product`): its public front-end refitted on the
-    public split (checked against ``knn_embeddings.npz``), the rule recovered exactly from the
-    published ``label_scores.npy`` (``pate.core.labelling_rules.recover_rule``), and the head checked to
-    reproduce those scores. Reads public data and published files only: post-processing."""
+    """The labelling rule of this run's release as a torch head (``[student] combine_with_rule``):
+    its front-end refitted on the public split, the rule recovered from the published scores,
+    the head checked to reproduce them. Public data and published files only: post-processing."""
     import torch
 
     from pate.core.labelling_rules import recover_rule
@@ -198,8 +193,8 @@ def rule_head(run: Run, labels: np.ndarray):
 
 
 def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarray:
-    """softmax(temperature * scores) of the labelling rule's published class scores on the
-    answered items (zeros elsewhere): the student's soft targets (``[student] targets``)."""
+    """The student's soft targets: softmax(temperature * the published class scores) on the
+    answered items, zeros elsewhere."""
     from scipy.special import softmax
 
     path = run.path(rundir.LABEL_SCORES)
@@ -222,11 +217,8 @@ def _soft_targets(run: Run, labels: np.ndarray, temperature: float) -> np.ndarra
 
 
 def _sklearn_student(run: Run, estimator, labels: np.ndarray) -> dict:
-    """A scikit-learn student (given from Python): fitted on the answered public items only
-    (flattened inputs), evaluated like the torch student. It is returned to the caller in
-    memory and never saved (no pickles in run directories): ``student.pt`` is not written."""
-    import time
-
+    """A scikit-learn student given from Python, fitted on the answered public items only and
+    evaluated like the torch student; returned in memory, never saved (no pickles)."""
     from sklearn.base import clone
 
     from pate.student.evaluate import evaluation_metrics

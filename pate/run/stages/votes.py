@@ -38,12 +38,9 @@ def teacher_votes(run: Run) -> dict:
 
 
 def record_embeddings(run: Run) -> dict:
-    """The votes stage of a run whose mechanism reads the private records: embeddings of the
-    public and private splits for its sample or release, fitted on PUBLIC data only (the
-    ``[knn] features`` front-end, standardised
-    with public statistics, then a PCA of the public rows), so the embedding itself reveals
-    nothing about the private records. Writes ``knn_embeddings.npz``, the private embeddings a
-    block at a time as they are computed (never all in memory); no histogram is drawn."""
+    """The votes stage of a run whose mechanism reads the private records: embeddings of both
+    splits by a front-end fitted on PUBLIC data only (so it reveals nothing about the private
+    records), written to ``knn_embeddings.npz`` a block at a time; no histogram is drawn."""
     from pate.teachers.public_embedding import PublicFrontEnd
 
     data = run.data
@@ -94,9 +91,8 @@ def record_embeddings(run: Run) -> dict:
 
 
 def _student_embeddings(run: Run, private_x) -> tuple[np.ndarray, list[np.ndarray]]:
-    """(public embeddings, [embeddings of ``private_x``]) of the earlier round's released student: square
-    roots of its class probabilities (Euclidean distance between them is the Hellinger
-    distance)."""
+    """(public embeddings, [embeddings of ``private_x``]) by the earlier round's released
+    student: square roots of its class probabilities (their distance is the Hellinger one)."""
     from pate.student.train import Student
 
     # checked again (the directory may have changed since preflight); the last run of the
@@ -118,10 +114,8 @@ def _save_embeddings(
     private_labels: np.ndarray,
     num_classes: int,
 ) -> int:
-    """Write ``knn_embeddings.npz`` atomically: the arrays ``public``, ``private`` (float32,
-    ``private_rows`` x the public width, from ``private_blocks`` written as they come),
-    ``private_labels`` and ``num_classes``, uncompressed as ``numpy.savez`` writes them (the
-    aggregate stage memory-maps ``private``). Returns the private rows written."""
+    """Write ``knn_embeddings.npz`` atomically and uncompressed (the aggregate stage memory-maps
+    ``private``, float32, written from ``private_blocks`` as they come); returns its rows."""
     width = int(public.shape[1])
     with atomic_writer(path) as fh, zipfile.ZipFile(fh, "w", zipfile.ZIP_STORED) as archive:
         _write_member(archive, "public", public)

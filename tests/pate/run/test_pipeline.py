@@ -239,7 +239,7 @@ def test_noise_comes_from_os_entropy_unless_the_noise_is_seeded(tmp_path):
 
 
 def test_release_plan_is_decided_from_public_quantities_only(tmp_path):
-    from pate.run.stages import release_plan
+    from pate.run.stages.release import release_plan
 
     orders = analysis.DEFAULT_ORDERS
     fmnist = load(REPO / "configs" / "fashion_mnist.toml")
