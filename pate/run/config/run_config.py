@@ -171,6 +171,18 @@ class RunConfig:
         calibrated = self.calibration()
         return params if calibrated is None else dict(params, **calibrated["calibrated"])
 
+    def release_rdp(self, params: dict, orders):
+        """The RDP at ``orders`` of the planned sanitized release: None unless ``[privacy]
+        release`` is on and the mechanism has one with the noise ``params``."""
+        from pate import analysis
+
+        priv = self.privacy
+        if not (priv.release and self.aggregator.spec.release_params(params) is not None):
+            return None
+        return analysis.gnss_rdp_curve(
+            beta=priv.release_beta, sigma_ss=priv.release_sigma_ss, orders=orders
+        )
+
     def calibration(self) -> dict | None:
         """What ``"auto"`` noise parameters were calibrated to, and how (None without ``"auto"``).
 
@@ -179,7 +191,6 @@ class RunConfig:
         release`` is on and the mechanism has one), costs at most ``target_eps`` at ``delta``
         with the config's conversion and orders: public quantities only, fixed before any data
         is seen (:meth:`pate.mechanisms.MechanismSpec.calibrate`)."""
-        from pate import analysis
 
         agg, priv = self.aggregator, self.privacy
         spec, params = agg.spec, agg.given
@@ -187,15 +198,8 @@ class RunConfig:
         if not auto:
             return None
         grid = priv.order_grid()
-        placeholders = {k: (1.0 if v == "auto" else v) for k, v in params.items()}
-        release = priv.release and spec.release_params(placeholders) is not None
-        extra = (
-            analysis.gnss_rdp_curve(
-                beta=priv.release_beta, sigma_ss=priv.release_sigma_ss, orders=grid
-            )
-            if release
-            else None
-        )
+        extra = self.release_rdp({k: (1.0 if v == "auto" else v) for k, v in params.items()}, grid)
+        release = extra is not None
         try:
             full = spec.calibrate(
                 params,

@@ -34,9 +34,10 @@ from pate.run.config.keys import (
 
 #: The entry of a saved config that records what the planner filled in (:mod:`pate.run.planner`).
 PLANNED = "planned"
-#: What a config without a sanitized release (``[privacy] release = false``) may leave out: the
-#: release parameters, filled with these placeholders (validated like any others, never used).
-UNUSED_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss": 6.0}
+#: The sanitized release's parameters where they may be left out: by ``pate.fit`` (the
+#: Fashion-MNIST config's: order 10 < 1 / (2 beta) = 12.5), and by a config without a release
+#: (``[privacy] release = false``: validated like any others, never used).
+RELEASE_DEFAULTS = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss": 6.0}
 #: ``[student] temperature`` when ``targets = "soft"`` leaves it out (chosen in a development
 #: run that looked at private labels: docs/benchmarks.md lists it).
 SOFT_TARGET_TEMPERATURE = 10.0
@@ -415,10 +416,12 @@ def parsed_table(table: str, given: Any) -> Any:
     for name, field in declared.items():
         if name in given:
             values[name] = _parsed_value(table, name, field, given[name])
-        elif table == "privacy" and name in UNUSED_RELEASE and given.get("release", True) is False:
-            values[name] = UNUSED_RELEASE[name]  # no release is drawn: never used
+        elif (
+            table == "privacy" and name in RELEASE_DEFAULTS and given.get("release", True) is False
+        ):
+            values[name] = RELEASE_DEFAULTS[name]  # no release is drawn: never used
         elif field.metadata["required"]:
-            unless = " (unless [privacy] release = false)" if name in UNUSED_RELEASE else ""
+            unless = " (unless [privacy] release = false)" if name in RELEASE_DEFAULTS else ""
             raise SettingError(table, name, None, f"[{table}] {name} is required{unless}")
     if noise_names:
         noise = {}

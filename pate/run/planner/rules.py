@@ -16,6 +16,7 @@ from pate.run.planner.costs import (
     argmax_std,
     calibrated_noise,
     is_number,
+    most,
     voters_of,
     with_noise,
     worst_eps,
@@ -38,7 +39,7 @@ from pate.run.planner.model import (
     setting_name,
     setting_text,
 )
-from pate.run.planner.steps import auto_mechanism, open_threshold
+from pate.run.planner.steps import open_threshold, with_auto_mechanism
 from pate.teachers.errors import ConfigError
 
 
@@ -111,13 +112,9 @@ class Planning:
                 fix=f"give {setting_name('target_eps')} (the epsilon this run may "
                 "spend), or name a mechanism with its noise",
             )
-        chosen = auto_mechanism(self.config)
-        self.set_aggregator(mechanism=chosen)
-        spec = mechanisms.get(chosen)
-        open_noise = {key: "auto" for key in spec.calibrated}
-        self.config = with_noise(self.config, **dict(open_noise, **self.config.aggregator.noise))
-        if chosen == AUTO_NO_TEACHERS:  # no teachers: nothing to split them by
-            self.config = self.config.replace("partition", num_teachers=None)
+        self.config = with_auto_mechanism(self.config)
+        spec = self.config.aggregator.spec
+        if spec.name == AUTO_NO_TEACHERS:
             why = (
                 f'mechanism "auto" with a target and no teachers asked for: {spec.title}, '
                 f"{spec.kind.title}, for the whole target; name a teacher model or "
@@ -129,7 +126,7 @@ class Planning:
                 "calibrated to target_eps for every asked query (a threshold check would "
                 "discard answers already paid for)"
             )
-        self.filled["mechanism"] = {"value": chosen, "why": why}
+        self.filled["mechanism"] = {"value": spec.name, "why": why}
 
     # ------------------------------------------------------------------ the budget
 
@@ -204,18 +201,7 @@ class Planning:
         """The most queries (<= cap) whose calibrated noise stays at ``level`` x voters."""
         if not self.calibrated:
             return self.cap
-        if self.relative(self.noise_for(1, voters), voters) > level:
-            return 0
-        lo, hi = 1, self.cap
-        if self.relative(self.noise_for(hi, voters), voters) <= level:
-            return hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.relative(self.noise_for(mid, voters), voters) <= level:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return most(lambda n: self.relative(self.noise_for(n, voters), voters) <= level, self.cap)
 
     # ------------------------------------------------------------------ teachers and queries
 
