@@ -3,7 +3,7 @@
 modules of this package: docs/config.md."""
 
 from pate.run.config.errors import SettingError
-from pate.run.config.keys import Interval, Options, key
+from pate.run.config.keys import Interval, Options
 from pate.run.config.loading import (
     CONFIGS_FOLDER,
     CONFIGS_PACKAGE,
@@ -34,7 +34,6 @@ from pate.run.config.tables import (
     keys_of,
     keyword,
 )
-from pate.run.config.validation import validate
 from pate.teachers.errors import ConfigError
 
 __all__ = [
@@ -61,7 +60,6 @@ __all__ = [
     "build",
     "evaluation_split_key",
     "facts_of",
-    "key",
     "keys_of",
     "keyword",
     "load",
@@ -70,5 +68,4 @@ __all__ = [
     "python_wording",
     "read_toml",
     "resolve_config",
-    "validate",
 ]

@@ -55,10 +55,14 @@ class Options:
 
 
 def describe(constraint: Any) -> str:
+    if constraint is list:
+        return "a list"
     return f'"{constraint}"' if isinstance(constraint, str) else str(constraint)
 
 
 def accepts(constraint: Any, value: Any) -> bool:
+    if constraint is list:
+        return isinstance(value, list)
     return value == constraint if isinstance(constraint, str) else constraint.accepts(value)
 
 

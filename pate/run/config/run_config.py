@@ -87,7 +87,7 @@ class RunConfig:
 
         defaults = {t: kind.of() for t, kind in TABLE_TYPES.items() if t not in tables}
         config = cls(**tables, **defaults)
-        validate(config.probe() if config.needs_plan else config)
+        validate(config)
         return config
 
     @classmethod
@@ -99,7 +99,7 @@ class RunConfig:
         from pate.run.config.validation import validate
 
         config = cls.parse(raw)
-        validate(config.probe() if config.needs_plan else config)
+        validate(config)
         return config
 
     def to_dict(self) -> dict:
@@ -138,13 +138,6 @@ class RunConfig:
         from pate.run.planner import needs_plan
 
         return needs_plan(self)
-
-    def probe(self) -> RunConfig:
-        """This config with placeholders where the planner will fill in
-        (:func:`pate.run.planner.probe`), to validate everything else first."""
-        from pate.run.planner import probe
-
-        return probe(self)
 
     # -------------------------------------------------------------- what the config says
 

@@ -391,11 +391,8 @@ def _parsed_value(table: str, name: str, field: dataclasses.Field, value: Any) -
         raise SettingError(table, name, value, problem)
     if isinstance(value, float) and not math.isfinite(value):
         raise SettingError(table, name, value, f"[{table}] {name} must be finite, got {value!r}")
-    if constraints and not any(
-        c is list and isinstance(value, list) or c is not list and accepts(c, value)
-        for c in constraints
-    ):
-        wanted = " or ".join("a list" if c is list else describe(c) for c in constraints)
+    if constraints and not any(accepts(c, value) for c in constraints):
+        wanted = " or ".join(map(describe, constraints))
         raise SettingError(table, name, value, f"[{table}] {name} must be {wanted}, got {value!r}")
     return float(value) if kind is float else frozen(value)
 

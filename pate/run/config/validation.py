@@ -147,12 +147,6 @@ def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
                 "neighbours, with record-level protection); remove the [partition] table"
             )
             raise SettingError("partition", "num_teachers", part.num_teachers, problem)
-    elif part.num_teachers in (None, "auto"):
-        problem = (
-            "[partition] num_teachers was left to the planner but no plan was "
-            "made (pate.run.planner.plan_config); give a number of teachers"
-        )
-        raise SettingError("partition", "num_teachers", part.num_teachers, problem)
     if part.mode == "stratified":
         problem = (
             '[partition] mode = "stratified" is no longer offered: dealing the '
@@ -225,9 +219,6 @@ def _check_mechanism(config: RunConfig) -> tuple[Any, list[str]]:
 def _check_queries_and_target(config: RunConfig, auto: list[str]) -> None:
     """``[aggregator] queries`` and ``target_eps`` (the latter only with calibrated noise)."""
     agg, priv = config.aggregator, config.privacy
-    if agg.queries == "auto":
-        problem = '[aggregator] queries = "auto" was left to the planner but no plan was made'
-        raise SettingError("aggregator", "queries", "auto", problem)
     if auto:
         if agg.target_eps is None or agg.queries is None:
             problem = (
@@ -297,10 +288,13 @@ def _check_privacy_table(config: RunConfig) -> None:
         raise SettingError("privacy", "release_order", priv.release_order, problem)
 
 
-def validate(config: RunConfig) -> RunConfig:
+def validate(config: RunConfig) -> None:
     """The checks across keys (noise parameters, release parameters, student and teacher
-    recipes). Imports torch (through the teacher and student recipes); called once, by
-    :meth:`pate.run.config.tables.RunConfig.from_dict`."""
+    recipes); settings left to the planner hold its placeholders (:func:`pate.run.planner.probe`).
+    Imports torch (through the teacher and student recipes)."""
+    from pate.run.planner import needs_plan, probe
+
+    config = probe(config) if needs_plan(config) else config
     _check_run_table(config)
     _check_data_table(config)
     spec = mechanisms.REGISTRY.get(config.aggregator.mechanism)
@@ -323,7 +317,6 @@ def validate(config: RunConfig) -> RunConfig:
 
     _checked("student", None, None, Student(**config.student_settings())._validated)
     _check_student_targets(config, spec)
-    return config
 
 
 def _check_student_targets(config: RunConfig, spec) -> None:

@@ -80,6 +80,3 @@ def argmax_std(spec, params: dict) -> tuple[str, float] | None:
     if "scale" in spec.param_names and is_number(params.get("scale")):
         return "scale", math.sqrt(2.0) * float(params["scale"])
     return None
-
-
-# ------------------------------------------------------------------------------ the plan
