@@ -1,7 +1,6 @@
-"""The step-by-step stage commands (``pate partition``, ``train-teachers``, ``vote``,
-``aggregate``, ``train-student``: :data:`STAGE_COMMANDS`) and what they share with ``pate run``:
-flags generated from the config's tables, a run directory started or reopened
-(:func:`open_run`), the stage of :mod:`pate.run.stages` run and summarised. docs/cli.md."""
+"""The step-by-step stage commands (:data:`STAGE_COMMANDS`) and what they share with ``pate
+run``: flags generated from the config's tables, a run directory started or reopened
+(:func:`open_run`). docs/cli.md."""
 
 from __future__ import annotations
 

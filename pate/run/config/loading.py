@@ -1,8 +1,6 @@
-"""Reading a config: the packaged configs (:func:`packaged_configs`), a ``--config`` value
-resolved to a file (:func:`resolve_config`), the TOML read (:func:`read_toml`), and
-:func:`load` / :func:`build`: the command-line overrides merged in, then
-:meth:`pate.run.config.tables.RunConfig.from_dict` (parsed and validated once; nothing is
-planned and no data is read: :func:`pate.run.config.planning.plan`)."""
+"""Reading a config: the packaged configs, a ``--config`` value resolved to a file, the TOML
+read, the command-line settings merged in (:func:`load`, :func:`build`); nothing is planned
+and no data is read (:func:`pate.run.config.planning.plan`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,6 @@
-"""The config, typed: :class:`RunConfig`, one frozen table each (:mod:`pate.run.config.tables`).
-
-:meth:`RunConfig.parse` checks tables, keys, types and each key's constraints and fills in the
-defaults (no check across keys); :meth:`RunConfig.from_dict` parses and validates once
-(:func:`pate.run.config.validation.validate`); :meth:`RunConfig.to_dict` is the on-disk form
-(``config.json``: a key left out without a default stays out). What a config says across its
-tables (the keyword arguments of the teachers and the student, the noise with ``"auto"``
-parameters calibrated, the ``[knn]`` front-end, the data) are its methods. An error names
-``(table, key, value)``: :class:`pate.run.config.errors.SettingError`."""
+"""The config, typed: :class:`RunConfig`, one frozen table each (:mod:`pate.run.config.tables`),
+parsed and validated once; what it says across its tables (the recipes' keyword arguments,
+the calibrated noise, the ``[knn]`` front-end, the data) are its methods."""
 
 from __future__ import annotations
 
@@ -93,9 +87,7 @@ class RunConfig:
     @classmethod
     def from_dict(cls, raw: Any) -> RunConfig:
         """A config from its dict (a TOML table, a saved ``config.json``), parsed and validated
-        once (:func:`pate.run.config.validation.validate`). Settings left to the planner
-        (:attr:`needs_plan`) are validated with placeholders; :func:`pate.run.config.plan`
-        fills them in."""
+        once; settings left to the planner are filled in by :func:`pate.run.config.plan`."""
         from pate.run.config.validation import validate
 
         config = cls.parse(raw)

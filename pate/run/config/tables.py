@@ -1,9 +1,6 @@
-"""The config's tables: one frozen dataclass per TOML table, each key declared once with its type,
-default, constraints and :func:`pate.fit` keyword (:func:`pate.run.config.keys.key`), with
-what the table says beyond its keys as methods (``config.run.directory()``,
-``config.privacy.ledger_path()``, ...); :func:`parsed_table` checks a table's keys, types and
-constraints and fills in the defaults. The whole config is
-:class:`pate.run.config.run_config.RunConfig`."""
+"""The config's tables: one frozen dataclass per TOML table, each key declared once
+(:func:`pate.run.config.keys.key`), what the table says beyond its keys as methods;
+:func:`parsed_table` checks a table and fills in its defaults."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""The checks across keys of a parsed config (:func:`validate`; each key's own type and
-constraints are checked by :meth:`pate.run.config.tables.RunConfig.parse`). Every error is a
-:class:`pate.run.config.tables.SettingError` naming the table, the key and the value, and says
-what to do."""
+"""The checks across keys of a parsed config (:func:`validate`): each a
+:class:`pate.run.config.errors.SettingError` naming the table, the key and the value, and
+saying what to do."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
 """The helpers of the plan step around :func:`pate.run.planner.rules.plan_config`: whether a
-config needs a plan (``needs_plan``), the config with placeholders to validate first
-(``probe``), what ``mechanism = "auto"`` becomes (``auto_mechanism``), the ledger's remaining
-budget, and logging and writing the plan."""
+config needs a plan, what ``mechanism = "auto"`` becomes, the ledger's remaining budget."""
 
 from __future__ import annotations
 
