@@ -65,16 +65,16 @@ def _check_shards(planning) -> None:
     teachers, records, classes = planning.teachers, planning.records, planning.classes
     private_records = planning.facts.private_records
     least = MIN_RECORDS_PER_CLASS * classes
+    t_ok = max(1, private_records // least)
     if teachers > private_records:
         planning.refuse(
             f"{setting_text('num_teachers', teachers)} exceeds the declared "
             f"{private_records} private records",
             "num_teachers",
-            f"{assignment_text('num_teachers', max(1, private_records // least))} or "
+            f"{assignment_text('num_teachers', t_ok)} or "
             "fewer, or leave it out and the planner chooses",
         )
     elif records < least:
-        t_ok = max(1, private_records // least)
         planning.refuse(
             f"{teachers} teachers leave {records:.1f} private records per teacher "
             f"({records / classes:.2f} per class for {classes} classes): shards too small "

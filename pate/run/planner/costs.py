@@ -59,14 +59,6 @@ def calibrated_noise(config, queries: int) -> dict | None:
         return None
 
 
-def voters_of(spec, num_teachers, params) -> float | None:
-    if spec.kind.reads_private_records:
-        return (
-            float(params["k"]) if "k" in spec.param_names and is_number(params.get("k")) else None
-        )
-    return float(num_teachers) if num_teachers else None
-
-
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

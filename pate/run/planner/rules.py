@@ -17,7 +17,6 @@ from pate.run.planner.costs import (
     calibrated_noise,
     is_number,
     most,
-    voters_of,
     with_noise,
     worst_eps,
 )
@@ -192,16 +191,17 @@ class Planning:
             )
         return noise
 
-    def relative(self, noise: dict | None, voters: float | None) -> float:
-        """The argmax noise's standard deviation over ``voters`` (inf when there is none)."""
-        got = argmax_std(self.spec, noise or {})
-        return math.inf if got is None or not voters else got[1] / voters
-
     def queries_at(self, voters: float, level: float) -> int:
-        """The most queries (<= cap) whose calibrated noise stays at ``level`` x voters."""
+        """The most queries (<= cap) whose calibrated argmax noise's standard deviation stays
+        at ``level`` x voters."""
         if not self.calibrated:
             return self.cap
-        return most(lambda n: self.relative(self.noise_for(n, voters), voters) <= level, self.cap)
+
+        def fits(queries: int) -> bool:
+            std = argmax_std(self.spec, self.noise_for(queries, voters) or {})
+            return std is not None and bool(voters) and std[1] / voters <= level
+
+        return most(fits, self.cap)
 
     # ------------------------------------------------------------------ teachers and queries
 
@@ -232,8 +232,9 @@ class Planning:
     def _plan_votes(self) -> None:
         """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""
         spec, params = self.spec, self.params
-        if spec.kind.reads_private_records:
-            self.voters = voters_of(spec, None, params)
+        if spec.kind.reads_private_records:  # the k nearest private records vote
+            k = params.get("k") if "k" in spec.param_names else None
+            self.voters = float(k) if is_number(k) else None
         else:
             user_t = self.config.partition.num_teachers
             if is_number(user_t):
