@@ -10,15 +10,11 @@ import json
 from pate.analysis.errors import InputError
 
 
-def _mechanism_names() -> list[str]:
-    """The mechanisms `pate analyze` can analyse: those that need no student predictions."""
+def add_parser(subparsers) -> None:
     from pate import mechanisms
 
-    return [name for name, spec in mechanisms.REGISTRY.items() if not spec.needs_student]
-
-
-def add_parser(subparsers) -> None:
-    names = _mechanism_names()
+    # the mechanisms it can analyse: those that need no student predictions
+    names = [name for name, spec in mechanisms.REGISTRY.items() if not spec.needs_student]
     p = subparsers.add_parser(
         "analyze",
         help="data-independent and data-dependent epsilon of a vote matrix",

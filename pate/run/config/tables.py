@@ -128,8 +128,7 @@ class DataTable(_Table):
 
     def loader_settings(self) -> dict:
         """Keyword arguments of :func:`pate.teachers.data.load_pate_data` (besides the name)."""
-        size = self.image_size
-        out = {
+        return {
             "root": self.root,
             "download": self.download,
             "public_size": self.public_size,
@@ -138,10 +137,8 @@ class DataTable(_Table):
             "split_column": self.split_column,
             "evaluation_public": self.evaluation_public,
             "table": self.table(),
+            "image_size": self.image_size,
         }
-        if size is not None:
-            out["image_size"] = tuple(size) if isinstance(size, tuple) else size
-        return out
 
     def declared_records(self, data) -> tuple[int, str]:
         """``(records, basis)``: the number of private records every plan and published figure
