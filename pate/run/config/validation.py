@@ -146,15 +146,6 @@ def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
                 "neighbours, with record-level protection); remove the [partition] table"
             )
             raise SettingError("partition", "num_teachers", part.num_teachers, problem)
-    if part.mode == "stratified":
-        problem = (
-            '[partition] mode = "stratified" is no longer offered: dealing the '
-            "records class by class moves most records to another teacher when "
-            "one record is added, so the guarantee would hold for replacing a "
-            'record only. Use mode = "random" (each record\'s teacher is a keyed '
-            "hash of the record: adding or removing one changes one teacher)"
-        )
-        raise SettingError("partition", "mode", part.mode, problem)
     if part.mode not in (None, "random", "unit"):
         problem = f'[partition] mode must be one of "random", "unit", got {part.mode!r}'
         raise SettingError("partition", "mode", part.mode, problem)
