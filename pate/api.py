@@ -175,7 +175,6 @@ def fit(
     ``[student]`` settings; ``resume=True`` continues ``run_dir``; ``threads``: CPU threads
     (:mod:`pate.core.threads`).
     """
-    _prepare_threads(threads)
     config, data, _, models = _configured(locals())
     from pate.run.pipeline import Pipeline
 
@@ -215,7 +214,6 @@ def plan(private, public=None, **keywords):
     arguments = inspect.signature(fit).bind(private, public, **keywords)
     arguments.apply_defaults()
     given = dict(arguments.arguments, resume=False)
-    _prepare_threads(given["threads"])
     unused = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
     if given["run_dir"] is None:
         given["run_dir"] = unused
@@ -234,22 +232,18 @@ def plan(private, public=None, **keywords):
 plan.__signature__ = inspect.signature(fit).replace(return_annotation="Plan")  # type: ignore[attr-defined]
 
 
-def _prepare_threads(threads) -> None:
-    """Check ``threads=`` before any work, and make idle OpenMP threads sleep if torch is not
-    loaded yet (:func:`pate.core.threads.prepare_environment`; where it is, the first stage's log line
-    says that it was too late: :func:`pate.core.threads.configure`)."""
-    from pate.core.threads import check_threads, prepare_environment
-
-    if threads is not None:
-        check_threads(threads, "threads=")
-    prepare_environment()
-
-
 def _configured(given: Mapping[str, Any]):
     """``(config, data, identity, models)`` of fit's / plan's keywords (by name): the typed
     config built from them and validated once, the data given in memory (None for a dataset
     name) and its identity, the model objects given for teacher and student (by stage key).
-    A config error names the keyword arguments (:func:`pate.run.config.python_wording`)."""
+    A config error names the keyword arguments (:func:`pate.run.config.python_wording`).
+    ``threads=`` is checked first, and idle OpenMP threads sleep if torch is not loaded yet
+    (:func:`pate.core.threads.prepare_environment`)."""
+    from pate.core.threads import check_threads, prepare_environment
+
+    if given["threads"] is not None:
+        check_threads(given["threads"], "threads=")
+    prepare_environment()
     declared = {
         name: given[name]
         for name in ("classes", "split_column", "evaluation_public", *TABLE_KEYWORDS)

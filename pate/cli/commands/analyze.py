@@ -42,6 +42,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--orders",
         default="default",
+        type=orders_flag,
         help="'default', 'reference' (the 298-order grid of the reference) or a "
         "comma-separated list of orders > 1",
     )
@@ -80,23 +81,16 @@ def _add_noise_arguments(parser, names) -> None:
         )
 
 
-def _parse_orders(text: str):
-    import numpy as np
-
-    from pate import analysis
-
-    if text == "default":
-        return analysis.DEFAULT_ORDERS, "default"
-    if text == "reference":
-        return analysis.REFERENCE_ORDERS, "reference"
+def orders_flag(text: str):
+    """An ``--orders`` value: "default", "reference" or a comma-separated list of orders."""
+    if text in ("default", "reference"):
+        return text
     try:
-        values = [float(x) for x in text.split(",") if x.strip()]
+        return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise InputError(
-            f"--orders must be 'default', 'reference' or a comma-separated list of "
-            f"numbers, got {text!r}"
+        raise argparse.ArgumentTypeError(
+            f"must be 'default', 'reference' or a comma-separated list of orders, got {text!r}"
         ) from None
-    return analysis.validation.check_orders(np.array(values), "--orders"), "custom"
 
 
 def compute(args) -> dict:
@@ -108,7 +102,11 @@ def compute(args) -> dict:
     from pate.core.io import load_npy
 
     spec = mechanisms.get(args.mechanism)
-    orders, orders_name = _parse_orders(args.orders)
+    if isinstance(args.orders, str):
+        orders_name = args.orders
+        orders = analysis.DEFAULT_ORDERS if orders_name == "default" else analysis.REFERENCE_ORDERS
+    else:
+        orders_name, orders = "custom", validation.check_orders(np.array(args.orders), "--orders")
     delta = validation.check_delta(args.delta, "--delta")
     noise = {
         name: getattr(args, name) for name in mechanisms.all_param_names() if hasattr(args, name)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from pate.cli.commands.analyze import orders_flag
 from pate.run import rundir
 
 #: The stage whose outputs each config table determines (a table may change only before it ran).
@@ -48,17 +49,6 @@ def _json_table(text: str) -> dict:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
     return value
-
-
-def _orders(text: str):
-    if text in ("default", "reference"):
-        return text
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be 'default', 'reference' or a comma-separated list of orders, got {text!r}"
-        ) from None
 
 
 def _image_size(text: str):
@@ -203,7 +193,7 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
         elif dict in wants:
             parse, suffix = _json_table, " (JSON object)"
         elif list in wants:
-            parse = _orders
+            parse = orders_flag
         elif float in wants and str in wants:
             parse = _number_or_auto
             suffix = " (a number, or auto: calibrated for --target-eps and --queries)"
