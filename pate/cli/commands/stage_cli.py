@@ -284,21 +284,21 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     return run
 
 
-def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) -> int:
-    """Open the run, run ``stage`` with :func:`pate.run.stages.run_stage`, print its summary."""
+def run_stage_command(args, stage: str, tables: tuple[str, ...], describe) -> int:
+    """Open the run, run ``stage`` with :func:`pate.run.stages.run_stage`, print its summary
+    (``describe(run, info)``)."""
     from pate.run import stages
 
     run = open_run(args, tables, stage)
     info = stages.run_stage(run, stage)
-    if info.get("skipped"):  # the stage does not apply to this run (e.g. no teachers: Private-kNN)
-        describe = lambda run, info: f"skipped, it does not apply to this run: {info['reason']}"  # noqa: E731
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
     else:
+        # skipped: the stage does not apply to this run (e.g. no teachers: Private-kNN)
         text = (
-            describe(run, info)
-            if describe is not None
-            else ", ".join(f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
+            f"skipped, it does not apply to this run: {info['reason']}"
+            if info.get("skipped")
+            else describe(run, info)
         )
         print(f"{stage}: {text}")
         later = rundir.STAGES[rundir.STAGES.index(stage) + 1 :]

@@ -135,16 +135,8 @@ class Planning:
         # the dataset's lifetime budget when given, else (a new dataset) the run's target, else what
         # the ledger has left for it; else the ledger's budget applies, checked before any training
         # (pate.run.stages.check_budget_fits) -- the plan then assumes no limit of its own
-        budget = self.priv.budget_eps
-        self.budget = float(
-            budget
-            if budget is not None
-            else target
-            if target is not None
-            else remaining_eps
-            if remaining_eps is not None
-            else math.inf
-        )
+        given = (self.priv.budget_eps, target, remaining_eps)
+        self.budget = float(next((eps for eps in given if eps is not None), math.inf))
         self.eps_plan = float(target) if target is not None else self.budget
         if remaining_eps is not None and remaining_eps < self.eps_plan:
             self.warnings.append(
@@ -354,15 +346,16 @@ class Planning:
     def _plan(self) -> Plan:
         """The :class:`Plan` of what was chosen and checked (usable when nothing was refused)."""
         spec, noise, answers, target = self.spec, self.noise, self.answers, self.target
-        clean = spec.validate(noise) if all(is_number(v) for v in noise.values()) else noise
-        guarantee = (
-            worst_eps(self.config, spec, clean, answers, self.order_grid)
-            if answers and all(is_number(v) for v in clean.values()) and not spec.kind.releases_once
-            else None
-        )
-        if spec.kind.releases_once and self.calibrated:
-            guarantee = self.eps_plan
-        numeric = all(is_number(v) for v in clean.values())
+        numeric = all(is_number(v) for v in noise.values())
+        clean = spec.validate(noise) if numeric else noise
+        if spec.kind.releases_once:
+            guarantee = self.eps_plan if self.calibrated else None
+        else:
+            guarantee = (
+                worst_eps(self.config, spec, clean, answers, self.order_grid)
+                if answers and numeric
+                else None
+            )
         releases = self.priv.release and (not numeric or spec.release_params(clean) is not None)
         return Plan(
             facts=self.facts,
