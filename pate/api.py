@@ -17,20 +17,18 @@ import numpy as np
 
 from pate.analysis.errors import InputTypeError
 from pate.core.errors import BudgetExceededError
-from pate.run.config import (
+from pate.run.config import RunConfig, SettingError, python_wording
+from pate.run.config.tables import (
+    RELEASE_DEFAULTS,
     AggregatorTable,
     DataTable,
     KnnTable,
     PartitionTable,
     PrivacyTable,
-    RunConfig,
     RunTable,
-    SettingError,
     StudentTable,
     TeachersTable,
-    python_wording,
 )
-from pate.run.config.tables import RELEASE_DEFAULTS
 from pate.run.memory_data import TABLE_KEYWORDS, data_source
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 from pate.teachers.errors import ConfigError

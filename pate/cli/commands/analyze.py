@@ -174,6 +174,20 @@ def compute(args) -> dict:
     return result
 
 
+def epsilon_summary(privacy: dict) -> str:
+    """The epsilon figures of an analysis (``analysis.json``/``report.json`` ``privacy``) in one
+    line: the guarantee, the data-independent epsilon and -- only where a sanitized
+    data-dependent epsilon was released (and, in report.json, charged) -- that one."""
+    text = (
+        f"guarantee {privacy['eps_guarantee']:.4f}, data-independent "
+        f"{privacy['eps_data_independent']:.4f}"
+    )
+    sanitized = privacy.get("sanitized") or {}
+    if sanitized.get("fallback", "none") is None and "eps_sanitized" in privacy:
+        return text + f", sanitized {privacy['eps_sanitized']:.4f}"
+    return text + " (no sanitized release)"
+
+
 def _run_stage(args: argparse.Namespace) -> int:
     """The analysis stage of a run directory (:func:`pate.run.stages.analysis_stage`)."""
     from pate.run import rundir, stages
@@ -183,7 +197,6 @@ def _run_stage(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
-    from pate.cli.commands.stage_cli import epsilon_summary
     from pate.core.io import read_json
 
     privacy = read_json(run.path(rundir.ANALYSIS), what="the analysis stage")["privacy"]

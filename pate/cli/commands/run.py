@@ -58,11 +58,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pate.cli.commands.stage_cli import (
-        epsilon_summary,
-        mark_threads_flag,
-        start_flags,
-    )
+    from pate.cli.commands.analyze import epsilon_summary
+    from pate.cli.commands.stage_cli import mark_threads_flag, start_flags
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 

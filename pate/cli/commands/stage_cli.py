@@ -307,20 +307,6 @@ def run_stage_command(args, stage: str, tables: tuple[str, ...], describe) -> in
     return 0
 
 
-def epsilon_summary(privacy: dict) -> str:
-    """The epsilon figures of an analysis (``analysis.json``/``report.json`` ``privacy``) in one
-    line: the guarantee, the data-independent epsilon and -- only where a sanitized
-    data-dependent epsilon was released (and, in report.json, charged) -- that one."""
-    text = (
-        f"guarantee {privacy['eps_guarantee']:.4f}, data-independent "
-        f"{privacy['eps_data_independent']:.4f}"
-    )
-    sanitized = privacy.get("sanitized") or {}
-    if sanitized.get("fallback", "none") is None and "eps_sanitized" in privacy:
-        return text + f", sanitized {privacy['eps_sanitized']:.4f}"
-    return text + " (no sanitized release)"
-
-
 def _describe_partition(run, info) -> str:
     return (
         f"{info['num_teachers']} teachers ({info['mode']}) on {run.data.name}; guarantee: "

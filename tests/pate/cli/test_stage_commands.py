@@ -281,7 +281,7 @@ def test_a_secure_run_reopens_and_pate_run_resumes_it_without_config(
 
 
 def test_epsilon_summary_names_a_sanitized_epsilon_only_where_one_was_released():
-    from pate.cli.commands.stage_cli import epsilon_summary
+    from pate.cli.commands.analyze import epsilon_summary
 
     base = {"eps_guarantee": 3.9, "eps_data_independent": 3.6, "eps_sanitized": 2.3}
     released = epsilon_summary({**base, "sanitized": {"fallback": None}})
