@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pate import mechanisms
-from pate.run.config.errors import SettingError, records_needed_text
+from pate.run.config.errors import RECORDS_NEEDED, SettingError
 from pate.run.config.keys import (
     AT_LEAST_ONE,
     NOT_NEGATIVE,
@@ -110,24 +110,22 @@ class DataTable(_Table):
     drop: tuple[str, ...] | None = key(list, None)
     preprocess: str = key(str, "auto")
 
-    def table(self):
-        """The :class:`pate.teachers.tables.TableSpec` of a table with its own public file
-        (None: a dataset name, or one pool marked by ``split_column``)."""
-        if self.public is None:
-            return None
-        from pate.teachers.tables import TableSpec
-
-        return TableSpec(
-            public=self.public,
-            evaluation=self.evaluation,
-            label=self.label,
-            id=self.id,
-            drop=tuple(self.drop or ()),
-            preprocess=self.preprocess,
-        )
-
     def loader_settings(self) -> dict:
-        """Keyword arguments of :func:`pate.teachers.data.load_pate_data` (besides the name)."""
+        """Keyword arguments of :func:`pate.teachers.data.load_pate_data` (besides the name);
+        ``table``: the :class:`pate.teachers.tables.TableSpec` of a table with its own public
+        file (None: a dataset name, or one pool marked by ``split_column``)."""
+        table = None
+        if self.public is not None:
+            from pate.teachers.tables import TableSpec
+
+            table = TableSpec(
+                public=self.public,
+                evaluation=self.evaluation,
+                label=self.label,
+                id=self.id,
+                drop=tuple(self.drop or ()),
+                preprocess=self.preprocess,
+            )
         return {
             "root": self.root,
             "download": self.download,
@@ -136,7 +134,7 @@ class DataTable(_Table):
             "classes": None if self.classes is None else list(self.classes),
             "split_column": self.split_column,
             "evaluation_public": self.evaluation_public,
-            "table": self.table(),
+            "table": table,
             "image_size": self.image_size,
         }
 
@@ -151,7 +149,7 @@ class DataTable(_Table):
             return int(self.records), "declared"
         if self.name in DATASET_NAMES:
             return len(data.private), "builtin"
-        raise SettingError("data", "records", None, records_needed_text("[data] records"))
+        raise SettingError("data", "records", None, RECORDS_NEEDED)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -419,7 +417,7 @@ def parsed_table(table: str, given: Any) -> Any:
         for name in noise_names:
             if name in given:
                 value = given[name]
-                if not type_ok(value, (float, str)) or (
+                if not (value == "auto" or type_ok(value, float)) or (
                     isinstance(value, float) and not math.isfinite(value)
                 ):
                     problem = f'[{table}] {name} must be a number or "auto", got {value!r}'

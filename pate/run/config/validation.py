@@ -10,7 +10,7 @@ import pathlib
 from typing import Any
 
 from pate import mechanisms
-from pate.run.config.errors import SettingError, records_needed_text
+from pate.run.config.errors import RECORDS_NEEDED, SettingError
 
 #: A parsed :class:`pate.run.config.tables.RunConfig` (that module calls this one: the type is
 #: not imported here, so that the modules do not import each other).
@@ -57,7 +57,7 @@ def _check_data_table(config: RunConfig) -> None:
         problem = "[data] split_column must name a column, got an empty string"
         raise SettingError("data", "split_column", "", problem)
     if data.records is None and data.name not in DATASET_NAMES:
-        raise SettingError("data", "records", None, records_needed_text("[data] records"))
+        raise SettingError("data", "records", None, RECORDS_NEEDED)
     _check_table_keys(data)
     size = data.image_size
     if size is not None:
@@ -199,10 +199,6 @@ def _check_mechanism(config: RunConfig) -> tuple[Any, list[str]]:
     if extra:
         problem = f"[aggregator] {', '.join(extra)} do(es) not apply to {mech!r}"
         raise SettingError("aggregator", extra[0], agg.noise[extra[0]], problem)
-    for name, value in agg.given.items():
-        if isinstance(value, str) and value != "auto":
-            problem = f'[aggregator] {name} must be a number or "auto", got {value!r}'
-            raise SettingError("aggregator", name, value, problem)
     return spec, [k for k, v in agg.given.items() if v == "auto"]
 
 
