@@ -106,9 +106,10 @@ def mark_threads_flag(args, run) -> None:
         run.context.threads_source = "flag"
 
 
-def add_start_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--seed``, ``--device`` and ``--ledger`` / ``--no-ledger``: how a new run starts
-    (``pate run``, ``pate plan``, the first stage command); :func:`start_flags` reads them."""
+def add_start_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
+    """``--seed``, ``--device`` and ``--ledger`` / ``--no-ledger`` (how a new run starts: ``pate
+    run``, ``pate plan``, the first stage command) and the flags of ``tables``' keys;
+    :func:`start_flags` reads them."""
     parser.add_argument(
         "--seed",
         type=int,
@@ -127,18 +128,23 @@ def add_start_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no ledger: no budget is enforced (the report says so in its first paragraph)",
     )
+    for table in tables:
+        add_table_arguments(parser, table)
 
 
-def start_flags(args, tables) -> dict:
-    """The keywords of :func:`pate.run.config.load` that the flags set: ``seed``, ``device``,
-    ``ledger`` (False with ``--no-ledger``) and the ``overrides`` of ``tables``
-    (:func:`table_overrides`)."""
-    return {
-        "seed": args.seed,
-        "device": args.device,
-        "ledger": False if args.no_ledger else args.ledger,
-        "overrides": table_overrides(args, tables),
-    }
+def start_flags(args) -> dict:
+    """The keywords of :func:`pate.run.config.build` that the flags set: ``seed``, ``device``,
+    ``ledger`` (False with ``--no-ledger``) and the ``overrides`` ``{table: {key: value}}`` of
+    the table flags (:func:`add_table_arguments`) and ``--threads`` (``[run] threads``)."""
+    overrides: dict[str, dict] = {}
+    for name, value in vars(args).items():
+        if name.startswith("cfg__") and value is not None:
+            _, table, key = name.split("__", 2)
+            overrides.setdefault(table, {})[key] = value
+    if getattr(args, "threads", None) is not None:
+        overrides.setdefault("run", {})["threads"] = args.threads
+    ledger = False if args.no_ledger else args.ledger
+    return {"seed": args.seed, "device": args.device, "ledger": ledger, "overrides": overrides}
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
@@ -154,12 +160,10 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
         "...) that starts the run (needed only when --run-dir "
         "holds no run yet)",
     )
-    add_start_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the stage's summary as JSON")
     add_threads_argument(parser)
-    for table in tables:
-        add_table_arguments(parser, table)
+    add_start_arguments(parser, tables)
 
 
 def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
@@ -202,21 +206,7 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
         group.add_argument(flag, dest=dest, metavar=metavar, type=parse, help=helptext + suffix)
 
 
-def table_overrides(args, tables) -> dict[str, dict]:
-    """The config keys of ``tables`` that the flags set, and ``--threads`` as ``[run] threads``
-    where it was given: ``{table: {key: value}}``."""
-    out: dict[str, dict] = {}
-    for name, value in vars(args).items():
-        if name.startswith("cfg__") and value is not None:
-            _, table, key = name.split("__", 2)
-            if table in tables:
-                out.setdefault(table, {})[key] = value
-    if getattr(args, "threads", None) is not None:
-        out.setdefault("run", {})["threads"] = args.threads
-    return out
-
-
-def open_run(args, tables: tuple[str, ...], stage: str):
+def open_run(args, stage: str):
     """The run of ``--run-dir`` with the flags applied, preflight for ``stage`` passed (see
     module doc). Everything is checked first (the flags, the device, the data, the ledger's
     dataset and budget); the new config is written only after that, so a refused command
@@ -229,7 +219,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     from pate.teachers.errors import ConfigError
 
     run_dir = pathlib.Path(args.run_dir)
-    flags = start_flags(args, tables)
+    flags = start_flags(args)
     progress = not args.no_progress
     if (run_dir / STATE).exists():
         run = Run.open(run_dir, progress=progress)
@@ -284,12 +274,12 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     return run
 
 
-def run_stage_command(args, stage: str, tables: tuple[str, ...], describe) -> int:
+def run_stage_command(args, stage: str, describe) -> int:
     """Open the run, run ``stage`` with :func:`pate.run.stages.run_stage`, print its summary
     (``describe(run, info)``)."""
     from pate.run import stages
 
-    run = open_run(args, tables, stage)
+    run = open_run(args, stage)
     info = stages.run_stage(run, stage)
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
@@ -460,5 +450,5 @@ def add_parser(subparsers) -> None:
         )
         add_stage_arguments(parser, tables)
         parser.set_defaults(
-            func=functools.partial(run_stage_command, stage=stage, tables=tables, describe=describe)
+            func=functools.partial(run_stage_command, stage=stage, describe=describe)
         )
