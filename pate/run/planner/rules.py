@@ -260,32 +260,25 @@ class Planning:
     def _choose_num_teachers(self) -> None:
         """The fewest teachers from :data:`TEACHER_GRID` whose noise stays at :data:`TARGET_NOISE`
         (docs/plan.md, "What it fills in")."""
-        facts, classes, params, cap = self.facts, self.classes, self.params, self.cap
-        t_max = self.t_most
-        grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
+        facts, classes, params = self.facts, self.classes, self.params
+        grid = [t for t in TEACHER_GRID if t <= self.t_most] or [self.t_most]
         preferred = [
             t for t in grid if facts.private_records / t >= TARGET_RECORDS_PER_CLASS * classes
         ]
+        enough, std = min(self.want, self.cap), argmax_std(self.spec, params)
         chosen, why = None, ""
-        for t in grid:
-            if self.calibrated:
-                if self.queries_at(t, TARGET_NOISE) >= min(self.want, cap):
-                    chosen = t
-                    why = (
-                        f"the fewest teachers (largest shards) whose budget buys "
-                        f"{min(self.want, cap)} answers at noise {TARGET_NOISE:g} x teachers"
-                    )
-                    break
-            else:
-                std = argmax_std(self.spec, params)
-                if std is not None and std[1] / t <= TARGET_NOISE:
-                    chosen = t
-                    why = (
-                        f"the fewest teachers whose votes the fixed noise "
-                        f"{std[0]} = {params[std[0]]:g} does not drown "
-                        f"(<= {TARGET_NOISE:g} x teachers)"
-                    )
-                    break
+        if self.calibrated:
+            chosen = next((t for t in grid if self.queries_at(t, TARGET_NOISE) >= enough), None)
+            why = (
+                f"the fewest teachers (largest shards) whose budget buys {enough} answers at "
+                f"noise {TARGET_NOISE:g} x teachers"
+            )
+        elif std is not None:
+            chosen = next((t for t in grid if std[1] / t <= TARGET_NOISE), None)
+            why = (
+                f"the fewest teachers whose votes the fixed noise {std[0]} = "
+                f"{params[std[0]]:g} does not drown (<= {TARGET_NOISE:g} x teachers)"
+            )
         if chosen is None:
             chosen = grid[-1]
             why = (
