@@ -10,9 +10,9 @@ import json
 from pate.cli.commands.analyze import orders_flag
 from pate.run import rundir
 
-#: The stage whose outputs each config table determines (a table may change only before it ran).
+#: The stage whose outputs each config table with flags determines (a table may change only
+#: before it ran; ``[run]`` has its own checks in :func:`open_run`).
 TABLE_STAGE = {
-    "run": "partition",
     "data": "partition",
     "partition": "partition",
     "teachers": "teachers",
@@ -241,9 +241,7 @@ def open_run(args, stage: str):
                 "since it started; --ledger/--no-ledger cannot change that: use a "
                 "new --run-dir"
             )
-        changed = sorted(
-            t for t in TABLE_STAGE if t != "run" and getattr(config, t) != getattr(run.config, t)
-        )
+        changed = sorted(t for t in TABLE_STAGE if getattr(config, t) != getattr(run.config, t))
         finished = [t for t in changed if TABLE_STAGE[t] is not None and run.done(TABLE_STAGE[t])]
         if finished:
             raise ConfigError(

@@ -261,13 +261,9 @@ def _check_answers(planning) -> None:
             )
         else:
             key = "target_eps" if planning.target is not None else "budget_eps"
-            ok = dict(planning.noise)
+            spec = planning.spec
             eps_needed = worst_eps(
-                planning.config,
-                planning.spec,
-                planning.spec.validate(ok),
-                need,
-                planning.order_grid,
+                planning.config, spec, spec.validate(planning.noise), need, planning.order_grid
             )
             planning.refuse(
                 f"the budget ({setting_text(key, planning.eps_plan)}) buys {answers} "
