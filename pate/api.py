@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import pathlib
+import tempfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,31 +17,23 @@ import numpy as np
 
 from pate.analysis.errors import InputTypeError
 from pate.core.errors import BudgetExceededError
-from pate.run.config import (
+from pate.run.config import RunConfig, SettingError, python_wording
+from pate.run.config.tables import (
+    RELEASE_DEFAULTS,
     AggregatorTable,
     DataTable,
     KnnTable,
     PartitionTable,
     PrivacyTable,
-    RunConfig,
     RunTable,
-    SettingError,
     StudentTable,
     TeachersTable,
-    python_wording,
 )
 from pate.run.memory_data import TABLE_KEYWORDS, data_source
 from pate.run.planner import PlanError  # what plan() and fit() raise for an unusable plan
 from pate.teachers.errors import ConfigError
 
 __all__ = ["fit", "plan", "export", "PateResult", "PlanError"]
-
-#: A threshold fixed before any data is seen: the teachers must agree at 80 % (Scalable PATE's
-#: MNIST setting is T = 200 of 250 teachers).
-DEFAULT_THRESHOLD_FRACTION = 0.8
-#: The sanitized release's parameters when ``release=True`` and none are given (the
-#: Fashion-MNIST config's: order 10 < 1 / (2 beta) = 12.5).
-DEFAULT_RELEASE = {"release_order": 10.0, "release_beta": 0.04, "release_sigma_ss": 6.0}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,28 +173,22 @@ def fit(
     ``[student]`` settings; ``resume=True`` continues ``run_dir``; ``threads``: CPU threads
     (:mod:`pate.core.threads`).
     """
-    _prepare_threads(threads)
     config, data, _, models = _configured(locals())
+    from pate.run.pipeline import Pipeline
+
     try:
-        return _run(config, data, models, resume=resume, progress=progress, threads=threads)
+        pipeline = Pipeline(config, resume=resume, progress=progress, data=data)
+        if threads is not None:
+            pipeline.ctx.context.threads_source = "keyword"
+        if data is not None:
+            pipeline.ctx.provide_data(data)
+        for key, model in models.items():
+            if model is not None:
+                setattr(pipeline.ctx.context, key, model)
+        return _result(pipeline.ctx, pipeline.run())
     except (ConfigError, BudgetExceededError) as exc:
         _reword(exc)
         raise
-
-
-def _run(config, data, models: dict, *, resume: bool, progress: bool, threads) -> PateResult:
-    """The pipeline of :func:`fit` on its checked config, data and model objects."""
-    from pate.run.pipeline import Pipeline
-
-    pipeline = Pipeline(config, resume=resume, progress=progress, data=data)
-    if threads is not None:
-        pipeline.ctx.context.threads_source = "keyword"
-    if data is not None:
-        pipeline.ctx.provide_data(data)
-    for key, model in models.items():
-        if model is not None:
-            setattr(pipeline.ctx.context, key, model)
-    return _result(pipeline.ctx, pipeline.run())
 
 
 def _reword(exc: Exception) -> None:
@@ -219,15 +206,12 @@ def plan(private, public=None, **keywords):
     :class:`pate.run.planner.Plan`; raises :class:`pate.run.planner.PlanError` (naming the
     keyword and a fix) for a plan that cannot give a useful student. Nothing is written; the
     ledger is only read."""
-    import tempfile
-
     from pate.run import planner
     from pate.run.config import planning
 
     arguments = inspect.signature(fit).bind(private, public, **keywords)
     arguments.apply_defaults()
     given = dict(arguments.arguments, resume=False)
-    _prepare_threads(given["threads"])
     unused = pathlib.Path(tempfile.gettempdir()) / "pate-plan-unused"
     if given["run_dir"] is None:
         given["run_dir"] = unused
@@ -246,23 +230,18 @@ def plan(private, public=None, **keywords):
 plan.__signature__ = inspect.signature(fit).replace(return_annotation="Plan")  # type: ignore[attr-defined]
 
 
-def _prepare_threads(threads) -> None:
-    """Check ``threads=`` before any work, and make idle OpenMP threads sleep if torch is not
-    loaded yet (:func:`pate.core.threads.prepare_environment`; where it is, the first stage's log line
-    says that it was too late: :func:`pate.core.threads.configure`)."""
-    from pate.core.threads import check_threads, prepare_environment
-
-    if threads is not None:
-        check_threads(threads, "threads=")
-    prepare_environment()
-
-
-def _configured(keywords: Mapping[str, Any]):
+def _configured(given: Mapping[str, Any]):
     """``(config, data, identity, models)`` of fit's / plan's keywords (by name): the typed
     config built from them and validated once, the data given in memory (None for a dataset
     name) and its identity, the model objects given for teacher and student (by stage key).
-    A config error names the keyword arguments (:func:`pate.run.config.python_wording`)."""
-    given = keywords
+    A config error names the keyword arguments (:func:`pate.run.config.python_wording`).
+    ``threads=`` is checked first, and idle OpenMP threads sleep if torch is not loaded yet
+    (:func:`pate.core.threads.prepare_environment`)."""
+    from pate.core.threads import check_threads, prepare_environment
+
+    if given["threads"] is not None:
+        check_threads(given["threads"], "threads=")
+    prepare_environment()
     declared = {
         name: given[name]
         for name in ("classes", "split_column", "evaluation_public", *TABLE_KEYWORDS)
@@ -272,17 +251,21 @@ def _configured(keywords: Mapping[str, Any]):
     )
     teacher_value, teacher_object = _model_setting(given["teacher"], "teacher")
     student_value, student_object = _model_setting(given["student"], "student")
-    ledger = given["ledger"]
-    release = {name: given[name] for name in DEFAULT_RELEASE if given[name] is not None}
+    ledger, run_dir = given["ledger"], given["run_dir"]
+    release = {name: given[name] for name in RELEASE_DEFAULTS if given[name] is not None}
     try:
         aggregator, no_teachers = _aggregator_table(given)
+        if run_dir is None:  # a fresh temporary run directory (refused with resume=True)
+            if given["resume"]:
+                raise InputTypeError("resume=True needs the run_dir of the run to continue")
+            run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"pate-{given['name']}-")) / "run"
         config = RunConfig.of(
             run=RunTable.of(
                 name=given["name"],
                 seed=given["seed"],
                 device=given["device"],
                 threads=given["threads"],
-                run_dir=str(_run_dir(given["run_dir"], name=given["name"], resume=given["resume"])),
+                run_dir=str(run_dir),
             ),
             data=DataTable.of(**dict(data_table, records=given["records"])),
             partition=PartitionTable.of()
@@ -295,7 +278,7 @@ def _configured(keywords: Mapping[str, Any]):
             # budget_eps is the dataset's lifetime budget in the ledger, target_eps what this run
             # may spend: left out, the ledger's budget applies (pate.run.stages.authorize)
             privacy=PrivacyTable.of(
-                **dict(DEFAULT_RELEASE, **release),
+                **dict(RELEASE_DEFAULTS, **release),
                 delta=given["delta"],
                 release=bool(given["release"]),
                 conversion=given["conversion"],
@@ -319,6 +302,7 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
     reads the private records itself (Private-kNN, class-means)."""
     from pate import mechanisms
     from pate.run import planner
+    from pate.run.planner.model import THRESHOLD_FRACTION
 
     # the registered mechanisms' noise parameters that fit takes, passed on when given
     noise = {
@@ -343,7 +327,7 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
         for name in spec.calibrated:
             noise.setdefault(name, "auto")
         if "threshold" in spec.param_names and voters is not None:
-            noise.setdefault("threshold", DEFAULT_THRESHOLD_FRACTION * voters)
+            noise.setdefault("threshold", THRESHOLD_FRACTION * voters)
     elif not any(name in noise for name in spec.param_names):
         raise InputTypeError(
             "give target_eps= (the noise is calibrated to it) or the noise of "
@@ -357,17 +341,6 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
         noise_seed=None if given["noise_seed"] is None else int(given["noise_seed"]),
     )
     return table, no_teachers
-
-
-def _run_dir(run_dir, *, name: str, resume: bool):
-    """``run_dir``, or a fresh temporary one when left out (refused with ``resume=True``)."""
-    if run_dir is None:
-        import tempfile
-
-        if resume:
-            raise InputTypeError("resume=True needs the run_dir of the run to continue")
-        run_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"pate-{name}-")) / "run"
-    return run_dir
 
 
 def export(run_dir, out, *, labels: bool = False) -> pathlib.Path:

@@ -65,24 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).add_parser(sub)
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            _add_debug_flag(action)
+    _add_debug_flag(sub)
     return parser
 
 
 def _add_debug_flag(subparsers: argparse._SubParsersAction) -> None:
     """Let ``--debug`` also come after the command (``pate budget show ... --debug``)."""
-    seen: set[int] = set()
     for child in subparsers.choices.values():
-        if id(child) in seen:  # aliases share their parser
-            continue
-        seen.add(id(child))
-        if "--debug" not in child._option_string_actions:
-            # SUPPRESS: absent after the command, the top-level value stays.
-            child.add_argument(
-                "--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP
-            )
+        # SUPPRESS: absent after the command, the top-level value stays.
+        child.add_argument(
+            "--debug", action="store_true", default=argparse.SUPPRESS, help=DEBUG_HELP
+        )
         for action in child._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _add_debug_flag(action)

@@ -10,15 +10,11 @@ import json
 from pate.analysis.errors import InputError
 
 
-def _mechanism_names() -> list[str]:
-    """The mechanisms `pate analyze` can analyse: those that need no student predictions."""
+def add_parser(subparsers) -> None:
     from pate import mechanisms
 
-    return [name for name, spec in mechanisms.REGISTRY.items() if not spec.needs_student]
-
-
-def add_parser(subparsers) -> None:
-    names = _mechanism_names()
+    # the mechanisms it can analyse: those that need no student predictions
+    names = [name for name, spec in mechanisms.REGISTRY.items() if not spec.needs_student]
     p = subparsers.add_parser(
         "analyze",
         help="data-independent and data-dependent epsilon of a vote matrix",
@@ -46,6 +42,7 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--orders",
         default="default",
+        type=orders_flag,
         help="'default', 'reference' (the 298-order grid of the reference) or a "
         "comma-separated list of orders > 1",
     )
@@ -84,23 +81,16 @@ def _add_noise_arguments(parser, names) -> None:
         )
 
 
-def _parse_orders(text: str):
-    import numpy as np
-
-    from pate import analysis
-
-    if text == "default":
-        return analysis.DEFAULT_ORDERS, "default"
-    if text == "reference":
-        return analysis.REFERENCE_ORDERS, "reference"
+def orders_flag(text: str):
+    """An ``--orders`` value: "default", "reference" or a comma-separated list of orders."""
+    if text in ("default", "reference"):
+        return text
     try:
-        values = [float(x) for x in text.split(",") if x.strip()]
+        return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise InputError(
-            f"--orders must be 'default', 'reference' or a comma-separated list of "
-            f"numbers, got {text!r}"
+        raise argparse.ArgumentTypeError(
+            f"must be 'default', 'reference' or a comma-separated list of orders, got {text!r}"
         ) from None
-    return analysis.validation.check_orders(np.array(values), "--orders"), "custom"
 
 
 def compute(args) -> dict:
@@ -112,7 +102,11 @@ def compute(args) -> dict:
     from pate.core.io import load_npy
 
     spec = mechanisms.get(args.mechanism)
-    orders, orders_name = _parse_orders(args.orders)
+    if isinstance(args.orders, str):
+        orders_name = args.orders
+        orders = analysis.DEFAULT_ORDERS if orders_name == "default" else analysis.REFERENCE_ORDERS
+    else:
+        orders_name, orders = "custom", validation.check_orders(np.array(args.orders), "--orders")
     delta = validation.check_delta(args.delta, "--delta")
     noise = {
         name: getattr(args, name) for name in mechanisms.all_param_names() if hasattr(args, name)
@@ -180,6 +174,20 @@ def compute(args) -> dict:
     return result
 
 
+def epsilon_summary(privacy: dict) -> str:
+    """The epsilon figures of an analysis (``analysis.json``/``report.json`` ``privacy``) in one
+    line: the guarantee, the data-independent epsilon and -- only where a sanitized
+    data-dependent epsilon was released (and, in report.json, charged) -- that one."""
+    text = (
+        f"guarantee {privacy['eps_guarantee']:.4f}, data-independent "
+        f"{privacy['eps_data_independent']:.4f}"
+    )
+    sanitized = privacy.get("sanitized") or {}
+    if sanitized.get("fallback", "none") is None and "eps_sanitized" in privacy:
+        return text + f", sanitized {privacy['eps_sanitized']:.4f}"
+    return text + " (no sanitized release)"
+
+
 def _run_stage(args: argparse.Namespace) -> int:
     """The analysis stage of a run directory (:func:`pate.run.stages.analysis_stage`)."""
     from pate.run import rundir, stages
@@ -189,7 +197,6 @@ def _run_stage(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
-    from pate.cli.commands.stage_cli import epsilon_summary
     from pate.core.io import read_json
 
     privacy = read_json(run.path(rundir.ANALYSIS), what="the analysis stage")["privacy"]

@@ -6,103 +6,13 @@ from __future__ import annotations
 import json
 import math
 import pathlib
+from collections.abc import Callable
 
 from pate.analysis.errors import InputError
 
 DESCRIPTION = "Show, audit and set the privacy budget of sensitive datasets (the ledger)."
 _DATASET_HELP = "dataset digest, name, or unique digest prefix (>= 8 hex digits)"
 _LEDGER_HELP = "ledger file (default: $PATE_LEDGER or ~/.local/share/pate/ledger.sqlite3)"
-
-#: ``pate budget ACTION``: its help, whether it takes ``--dataset``, and its own arguments.
-_PARSERS: dict[str, tuple[str, bool, dict[str, dict]]] = {
-    "show": ("budget, spend, remaining and live reservations of a dataset", True, {}),
-    "history": ("every recorded privacy event of a dataset", True, {}),
-    "set": (
-        "set the (eps, delta) budget of a dataset, registering it if new",
-        True,
-        {
-            "--eps": dict(type=float, required=True, help="total epsilon the dataset may spend"),
-            "--delta": dict(type=float, required=True, help="delta of the (eps, delta) budget"),
-            "--name": dict(
-                help="a readable name for the dataset (a dataset keeps its first name; a "
-                "later one is added to its names, and any of them resolves it)"
-            ),
-            "--data-dependent": dict(
-                action="store_true",
-                help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
-                "differentially private itself; default: data-independent RDP)",
-            ),
-            "--conversion": dict(
-                choices=("classic", "tight"),
-                default="classic",
-                help="RDP -> (eps, delta) conversion every epsilon of this dataset is judged "
-                "with (default: classic); must match the runs' [privacy] conversion",
-            ),
-            "--reason": dict(help="why the budget is set or changed (kept in the audit log)"),
-        },
-    ),
-    "add-block": (
-        "register a new time block of records (Sage block accounting)",
-        True,
-        {"--block": dict(required=True, help="block name, e.g. 2025-06")},
-    ),
-    "list": ("every dataset in the ledger", False, {}),
-    "link": (
-        "declare that two datasets share records (their spend then counts against each other)",
-        True,
-        {
-            "--with": dict(
-                dest="other",
-                required=True,
-                help="the other dataset: digest, name, or unique digest prefix",
-            ),
-            "--reason": dict(help="why (kept in the audit log)"),
-        },
-    ),
-    "release": (
-        "give back a live reservation by hand",
-        False,
-        {"--reservation": dict(required=True, help="reservation id (see `pate budget show`)")},
-    ),
-}
-
-
-def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "budget", help="privacy-budget ledger: show, history, set", description=DESCRIPTION
-    )
-    parser.set_defaults(func=run)
-    sub = parser.add_subparsers(dest="budget_command", metavar="ACTION")
-    sub.required = True
-    for action, (helptext, dataset, arguments) in _PARSERS.items():
-        p = sub.add_parser(action, help=helptext)
-        if dataset:
-            p.add_argument("--dataset", required=True, help=_DATASET_HELP)
-        p.add_argument("--ledger", default=None, help=_LEDGER_HELP)
-        p.add_argument("--json", action="store_true", help="print JSON instead of text")
-        for flag, options in arguments.items():
-            p.add_argument(flag, **options)
-    p = sub.add_parser(
-        "digest",
-        help="register a config's private split in the ledger and print its id (or the "
-        "digest of record ids)",
-    )
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument(
-        "--config",
-        help="run config (TOML): the digest of its private split, as `pate run` "
-        "registers it in the ledger",
-    )
-    source.add_argument(
-        "--ids", help=".npy array of explicit record ids, or a text file with one id per line"
-    )
-    p.add_argument(
-        "--strings",
-        action="store_true",
-        help="treat the ids of a text file as strings even if they look like integers",
-    )
-    p.add_argument("--ledger", help="with --config: the " + _LEDGER_HELP)
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
 def _fmt(value, spec: str = ".4g") -> str:
@@ -202,9 +112,7 @@ def run(args) -> int:
     if action == "digest":
         return _digest(args)
     with Ledger(args.ledger, create=(action == "set")) as ledger:
-        action_function = _ACTIONS.get(action)
-        if action_function is not None:
-            action_function(ledger, args)
+        args.action_function(ledger, args)
     return 0
 
 
@@ -308,18 +216,6 @@ def _release(ledger, args) -> None:
         f"reservation {args.reservation} "
         f"{'released' if released else 'was not live (drawn: spent; or closed); nothing to do'}"
     )
-
-
-# ``pate budget ACTION``: what each action does with the open ledger ("digest" opens none)
-_ACTIONS = {
-    "show": _show,
-    "history": _history,
-    "set": _set,
-    "add-block": _add_block,
-    "list": _list,
-    "link": _link,
-    "release": _release,
-}
 
 
 def _print_summary(s: dict) -> None:
@@ -443,3 +339,101 @@ def _print_linked(s: dict) -> None:
         f"effective  remaining eps={_fmt(s['remaining_effective'])} (least over this and the "
         f"linked budgets; limited by {(s['limited_by'] or '-')[:12]})"
     )
+
+
+#: ``pate budget ACTION``: its help, whether it takes ``--dataset``, its own arguments, and what
+#: it does with the open ledger ("digest" opens none).
+_PARSERS: dict[str, tuple[str, bool, dict[str, dict], Callable]] = {
+    "show": ("budget, spend, remaining and live reservations of a dataset", True, {}, _show),
+    "history": ("every recorded privacy event of a dataset", True, {}, _history),
+    "set": (
+        "set the (eps, delta) budget of a dataset, registering it if new",
+        True,
+        {
+            "--eps": dict(type=float, required=True, help="total epsilon the dataset may spend"),
+            "--delta": dict(type=float, required=True, help="delta of the (eps, delta) budget"),
+            "--name": dict(
+                help="a readable name for the dataset (a dataset keeps its first name; a "
+                "later one is added to its names, and any of them resolves it)"
+            ),
+            "--data-dependent": dict(
+                action="store_true",
+                help="judge spend on the realised data-dependent RDP (its epsilon is NOT "
+                "differentially private itself; default: data-independent RDP)",
+            ),
+            "--conversion": dict(
+                choices=("classic", "tight"),
+                default="classic",
+                help="RDP -> (eps, delta) conversion every epsilon of this dataset is judged "
+                "with (default: classic); must match the runs' [privacy] conversion",
+            ),
+            "--reason": dict(help="why the budget is set or changed (kept in the audit log)"),
+        },
+        _set,
+    ),
+    "add-block": (
+        "register a new time block of records (Sage block accounting)",
+        True,
+        {"--block": dict(required=True, help="block name, e.g. 2025-06")},
+        _add_block,
+    ),
+    "list": ("every dataset in the ledger", False, {}, _list),
+    "link": (
+        "declare that two datasets share records (their spend then counts against each other)",
+        True,
+        {
+            "--with": dict(
+                dest="other",
+                required=True,
+                help="the other dataset: digest, name, or unique digest prefix",
+            ),
+            "--reason": dict(help="why (kept in the audit log)"),
+        },
+        _link,
+    ),
+    "release": (
+        "give back a live reservation by hand",
+        False,
+        {"--reservation": dict(required=True, help="reservation id (see `pate budget show`)")},
+        _release,
+    ),
+}
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "budget", help="privacy-budget ledger: show, history, set", description=DESCRIPTION
+    )
+    parser.set_defaults(func=run)
+    sub = parser.add_subparsers(dest="budget_command", metavar="ACTION")
+    sub.required = True
+    for action, (helptext, dataset, arguments, action_function) in _PARSERS.items():
+        p = sub.add_parser(action, help=helptext)
+        p.set_defaults(action_function=action_function)
+        if dataset:
+            p.add_argument("--dataset", required=True, help=_DATASET_HELP)
+        p.add_argument("--ledger", default=None, help=_LEDGER_HELP)
+        p.add_argument("--json", action="store_true", help="print JSON instead of text")
+        for flag, options in arguments.items():
+            p.add_argument(flag, **options)
+    p = sub.add_parser(
+        "digest",
+        help="register a config's private split in the ledger and print its id (or the "
+        "digest of record ids)",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--config",
+        help="run config (TOML): the digest of its private split, as `pate run` "
+        "registers it in the ledger",
+    )
+    source.add_argument(
+        "--ids", help=".npy array of explicit record ids, or a text file with one id per line"
+    )
+    p.add_argument(
+        "--strings",
+        action="store_true",
+        help="treat the ids of a text file as strings even if they look like integers",
+    )
+    p.add_argument("--ledger", help="with --config: the " + _LEDGER_HELP)
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")

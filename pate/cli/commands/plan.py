@@ -35,21 +35,18 @@ def add_parser(subparsers) -> None:
     p.add_argument("--run-dir", help="override [run] run_dir (default runs/<name>)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     from pate.cli.commands.run import RUN_TABLES
-    from pate.cli.commands.stage_cli import add_start_arguments, add_table_arguments
+    from pate.cli.commands.stage_cli import add_start_arguments
 
-    add_start_arguments(p)
-    for table in RUN_TABLES:  # the flags of `pate run`
-        add_table_arguments(p, table)
+    add_start_arguments(p, RUN_TABLES)  # the flags of `pate run`
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pate.cli.commands.run import RUN_TABLES
     from pate.cli.commands.stage_cli import start_flags
     from pate.run import planner
     from pate.run.config import load, planning
 
-    flags = start_flags(args, RUN_TABLES)
+    flags = start_flags(args)
     config = load(args.config, run_dir=args.run_dir, **flags)
     data = config.load_data()
     _, plan = planning.plan(

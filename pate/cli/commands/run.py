@@ -44,29 +44,21 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--json", action="store_true", help="print report.json on stdout at the end")
-    from pate.cli.commands.stage_cli import (
-        add_start_arguments,
-        add_table_arguments,
-        add_threads_argument,
-    )
+    from pate.cli.commands.stage_cli import add_start_arguments, add_threads_argument
 
-    add_start_arguments(p)
     add_threads_argument(p)
-    for table in RUN_TABLES:  # --backend ray (docs/cluster.md), --target-eps 1, --sigma2 auto
-        add_table_arguments(p, table)
+    # --backend ray (docs/cluster.md), --target-eps 1, --sigma2 auto
+    add_start_arguments(p, RUN_TABLES)
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from pate.cli.commands.stage_cli import (
-        epsilon_summary,
-        mark_threads_flag,
-        start_flags,
-    )
+    from pate.cli.commands.analyze import epsilon_summary
+    from pate.cli.commands.stage_cli import mark_threads_flag, start_flags
     from pate.run.config import build, load
     from pate.run.pipeline import Pipeline
 
-    flags = start_flags(args, RUN_TABLES)
+    flags = start_flags(args)
     if args.config is None:
         if not (args.resume and args.run_dir):
             raise InputError(

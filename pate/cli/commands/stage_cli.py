@@ -1,18 +1,18 @@
-"""The step-by-step stage commands (``pate partition``, ``train-teachers``, ``vote``,
-``aggregate``, ``train-student``: :data:`STAGE_COMMANDS`) and what they share with ``pate run``:
-flags generated from the config's tables, a run directory started or reopened
-(:func:`open_run`), the stage of :mod:`pate.run.stages` run and summarised. docs/cli.md."""
+"""The step-by-step stage commands (:data:`STAGE_COMMANDS`) and what they share with ``pate
+run``: flags generated from the config's tables, a run directory started or reopened
+(:func:`open_run`). docs/cli.md."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
+from pate.cli.commands.analyze import orders_flag
 from pate.run import rundir
 
-#: The stage whose outputs each config table determines (a table may change only before it ran).
+#: The stage whose outputs each config table with flags determines (a table may change only
+#: before it ran; ``[run]`` has its own checks in :func:`open_run`).
 TABLE_STAGE = {
-    "run": "partition",
     "data": "partition",
     "partition": "partition",
     "teachers": "teachers",
@@ -49,17 +49,6 @@ def _json_table(text: str) -> dict:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
     return value
-
-
-def _orders(text: str):
-    if text in ("default", "reference"):
-        return text
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be 'default', 'reference' or a comma-separated list of orders, got {text!r}"
-        ) from None
 
 
 def _image_size(text: str):
@@ -117,9 +106,10 @@ def mark_threads_flag(args, run) -> None:
         run.context.threads_source = "flag"
 
 
-def add_start_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--seed``, ``--device`` and ``--ledger`` / ``--no-ledger``: how a new run starts
-    (``pate run``, ``pate plan``, the first stage command); :func:`start_flags` reads them."""
+def add_start_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
+    """``--seed``, ``--device`` and ``--ledger`` / ``--no-ledger`` (how a new run starts: ``pate
+    run``, ``pate plan``, the first stage command) and the flags of ``tables``' keys;
+    :func:`start_flags` reads them."""
     parser.add_argument(
         "--seed",
         type=int,
@@ -138,18 +128,23 @@ def add_start_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="no ledger: no budget is enforced (the report says so in its first paragraph)",
     )
+    for table in tables:
+        add_table_arguments(parser, table)
 
 
-def start_flags(args, tables) -> dict:
-    """The keywords of :func:`pate.run.config.load` that the flags set: ``seed``, ``device``,
-    ``ledger`` (False with ``--no-ledger``) and the ``overrides`` of ``tables``
-    (:func:`table_overrides`)."""
-    return {
-        "seed": args.seed,
-        "device": args.device,
-        "ledger": False if args.no_ledger else args.ledger,
-        "overrides": table_overrides(args, tables),
-    }
+def start_flags(args) -> dict:
+    """The keywords of :func:`pate.run.config.build` that the flags set: ``seed``, ``device``,
+    ``ledger`` (False with ``--no-ledger``) and the ``overrides`` ``{table: {key: value}}`` of
+    the table flags (:func:`add_table_arguments`) and ``--threads`` (``[run] threads``)."""
+    overrides: dict[str, dict] = {}
+    for name, value in vars(args).items():
+        if name.startswith("cfg__") and value is not None:
+            _, table, key = name.split("__", 2)
+            overrides.setdefault(table, {})[key] = value
+    if getattr(args, "threads", None) is not None:
+        overrides.setdefault("run", {})["threads"] = args.threads
+    ledger = False if args.no_ledger else args.ledger
+    return {"seed": args.seed, "device": args.device, "ledger": ledger, "overrides": overrides}
 
 
 def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]) -> None:
@@ -165,12 +160,10 @@ def add_stage_arguments(parser: argparse.ArgumentParser, tables: tuple[str, ...]
         "...) that starts the run (needed only when --run-dir "
         "holds no run yet)",
     )
-    add_start_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--json", action="store_true", help="print the stage's summary as JSON")
     add_threads_argument(parser)
-    for table in tables:
-        add_table_arguments(parser, table)
+    add_start_arguments(parser, tables)
 
 
 def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
@@ -204,7 +197,7 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
         elif dict in wants:
             parse, suffix = _json_table, " (JSON object)"
         elif list in wants:
-            parse = _orders
+            parse = orders_flag
         elif float in wants and str in wants:
             parse = _number_or_auto
             suffix = " (a number, or auto: calibrated for --target-eps and --queries)"
@@ -213,21 +206,7 @@ def add_table_arguments(parser: argparse.ArgumentParser, table: str) -> None:
         group.add_argument(flag, dest=dest, metavar=metavar, type=parse, help=helptext + suffix)
 
 
-def table_overrides(args, tables) -> dict[str, dict]:
-    """The config keys of ``tables`` that the flags set, and ``--threads`` as ``[run] threads``
-    where it was given: ``{table: {key: value}}``."""
-    out: dict[str, dict] = {}
-    for name, value in vars(args).items():
-        if name.startswith("cfg__") and value is not None:
-            _, table, key = name.split("__", 2)
-            if table in tables:
-                out.setdefault(table, {})[key] = value
-    if getattr(args, "threads", None) is not None:
-        out.setdefault("run", {})["threads"] = args.threads
-    return out
-
-
-def open_run(args, tables: tuple[str, ...], stage: str):
+def open_run(args, stage: str):
     """The run of ``--run-dir`` with the flags applied, preflight for ``stage`` passed (see
     module doc). Everything is checked first (the flags, the device, the data, the ledger's
     dataset and budget); the new config is written only after that, so a refused command
@@ -240,7 +219,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     from pate.teachers.errors import ConfigError
 
     run_dir = pathlib.Path(args.run_dir)
-    flags = start_flags(args, tables)
+    flags = start_flags(args)
     progress = not args.no_progress
     if (run_dir / STATE).exists():
         run = Run.open(run_dir, progress=progress)
@@ -262,9 +241,7 @@ def open_run(args, tables: tuple[str, ...], stage: str):
                 "since it started; --ledger/--no-ledger cannot change that: use a "
                 "new --run-dir"
             )
-        changed = sorted(
-            t for t in TABLE_STAGE if t != "run" and getattr(config, t) != getattr(run.config, t)
-        )
+        changed = sorted(t for t in TABLE_STAGE if getattr(config, t) != getattr(run.config, t))
         finished = [t for t in changed if TABLE_STAGE[t] is not None and run.done(TABLE_STAGE[t])]
         if finished:
             raise ConfigError(
@@ -295,41 +272,27 @@ def open_run(args, tables: tuple[str, ...], stage: str):
     return run
 
 
-def run_stage_command(args, stage: str, tables: tuple[str, ...], describe=None) -> int:
-    """Open the run, run ``stage`` with :func:`pate.run.stages.run_stage`, print its summary."""
+def run_stage_command(args, stage: str, describe) -> int:
+    """Open the run, run ``stage`` with :func:`pate.run.stages.run_stage`, print its summary
+    (``describe(run, info)``)."""
     from pate.run import stages
 
-    run = open_run(args, tables, stage)
+    run = open_run(args, stage)
     info = stages.run_stage(run, stage)
-    if info.get("skipped"):  # the stage does not apply to this run (e.g. no teachers: Private-kNN)
-        describe = lambda run, info: f"skipped, it does not apply to this run: {info['reason']}"  # noqa: E731
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
     else:
+        # skipped: the stage does not apply to this run (e.g. no teachers: Private-kNN)
         text = (
-            describe(run, info)
-            if describe is not None
-            else ", ".join(f"{k} {v}" for k, v in info.items() if not isinstance(v, (dict, list)))
+            f"skipped, it does not apply to this run: {info['reason']}"
+            if info.get("skipped")
+            else describe(run, info)
         )
         print(f"{stage}: {text}")
         later = rundir.STAGES[rundir.STAGES.index(stage) + 1 :]
         if later:
             print(f"next: pate {rundir.COMMANDS[later[0]]} --run-dir {run.run_dir}")
     return 0
-
-
-def epsilon_summary(privacy: dict) -> str:
-    """The epsilon figures of an analysis (``analysis.json``/``report.json`` ``privacy``) in one
-    line: the guarantee, the data-independent epsilon and -- only where a sanitized
-    data-dependent epsilon was released (and, in report.json, charged) -- that one."""
-    text = (
-        f"guarantee {privacy['eps_guarantee']:.4f}, data-independent "
-        f"{privacy['eps_data_independent']:.4f}"
-    )
-    sanitized = privacy.get("sanitized") or {}
-    if sanitized.get("fallback", "none") is None and "eps_sanitized" in privacy:
-        return text + f", sanitized {privacy['eps_sanitized']:.4f}"
-    return text + " (no sanitized release)"
 
 
 def _describe_partition(run, info) -> str:
@@ -485,5 +448,5 @@ def add_parser(subparsers) -> None:
         )
         add_stage_arguments(parser, tables)
         parser.set_defaults(
-            func=functools.partial(run_stage_command, stage=stage, tables=tables, describe=describe)
+            func=functools.partial(run_stage_command, stage=stage, describe=describe)
         )

@@ -3,7 +3,6 @@
 modules of this package: docs/config.md."""
 
 from pate.run.config.errors import SettingError
-from pate.run.config.keys import Interval, Options, key
 from pate.run.config.loading import (
     CONFIGS_FOLDER,
     CONFIGS_PACKAGE,
@@ -20,50 +19,23 @@ from pate.run.config.messages import (
 )
 from pate.run.config.planning import facts_of, plan
 from pate.run.config.run_config import SPLIT_KEY_PATH, RunConfig, evaluation_split_key
-from pate.run.config.tables import (
-    SOFT_TARGET_TEMPERATURE,
-    TABLE_TYPES,
-    AggregatorTable,
-    DataTable,
-    KnnTable,
-    PartitionTable,
-    PrivacyTable,
-    RunTable,
-    StudentTable,
-    TeachersTable,
-    keys_of,
-    keyword,
-)
+from pate.run.config.tables import DataTable, PrivacyTable, keys_of
 from pate.run.config.validation import validate
-from pate.teachers.errors import ConfigError
 
 __all__ = [
     "CONFIGS_FOLDER",
     "CONFIGS_PACKAGE",
-    "SOFT_TARGET_TEMPERATURE",
     "SPLIT_KEY_PATH",
-    "TABLE_TYPES",
-    "AggregatorTable",
-    "ConfigError",
     "DataTable",
-    "Interval",
-    "KnnTable",
-    "Options",
-    "PartitionTable",
     "PrivacyTable",
     "RunConfig",
-    "RunTable",
     "SettingError",
-    "StudentTable",
-    "TeachersTable",
     "assignment",
     "budget_command",
     "build",
     "evaluation_split_key",
     "facts_of",
-    "key",
     "keys_of",
-    "keyword",
     "load",
     "packaged_configs",
     "plan",

@@ -17,10 +17,9 @@ class SettingError(ConfigError):
         self.table, self.key, self.value = table, key, value
 
 
-def records_needed_text(name: str) -> str:
-    """Why ``[data] records`` is needed and what to give."""
-    return (
-        f"{name} is needed for your own data: declare an approximate number of private records "
-        "(a public fact: the plan, the report and the released student are sized from it, so "
-        "that nothing published depends on the exact count; within a factor 2 of the true count)"
-    )
+#: Why ``[data] records`` is needed and what to give.
+RECORDS_NEEDED = (
+    "[data] records is needed for your own data: declare an approximate number of private "
+    "records (a public fact: the plan, the report and the released student are sized from it, "
+    "so that nothing published depends on the exact count; within a factor 2 of the true count)"
+)

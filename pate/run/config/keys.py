@@ -1,7 +1,5 @@
-"""How a config key is declared (:func:`key`: its type, default and constraints, in the style
-of scikit-learn's ``_parameter_constraints``) and what a value must be: the constraint types
-:class:`Interval` and :class:`Options`, the type check, and the frozen form of a value (lists
-become tuples, tables read-only mappings) and back."""
+"""How a config key is declared (:func:`key`, in the style of scikit-learn's
+``_parameter_constraints``), its constraints, and the frozen form of a value and back."""
 
 from __future__ import annotations
 
@@ -55,10 +53,14 @@ class Options:
 
 
 def describe(constraint: Any) -> str:
+    if constraint is list:
+        return "a list"
     return f'"{constraint}"' if isinstance(constraint, str) else str(constraint)
 
 
 def accepts(constraint: Any, value: Any) -> bool:
+    if constraint is list:
+        return isinstance(value, list)
     return value == constraint if isinstance(constraint, str) else constraint.accepts(value)
 
 
@@ -70,8 +72,7 @@ def key(kind: Any, default: Any = None, *constraints: Any, keyword: str | None =
     """A config key: its type(s) ``kind`` (float accepts ints; bool is never an int), its default
     (:data:`REQUIRED`; None: left out), the ``constraints`` of which a value meets one (an
     :class:`Interval`, :class:`Options`, a literal string such as ``"auto"``, or ``list``: any
-    list), and the
-    :func:`pate.fit` keyword that sets it where that is not ``key=`` itself."""
+    list), and the :func:`pate.fit` keyword that sets it where that is not ``key=`` itself."""
     metadata = {"kind": kind, "constraints": constraints, "keyword": keyword}
     if default is REQUIRED:
         return dataclasses.field(metadata=dict(metadata, required=True))

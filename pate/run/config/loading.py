@@ -1,8 +1,6 @@
-"""Reading a config: the packaged configs (:func:`packaged_configs`), a ``--config`` value
-resolved to a file (:func:`resolve_config`), the TOML read (:func:`read_toml`), and
-:func:`load` / :func:`build`: the command-line overrides merged in, then
-:meth:`pate.run.config.tables.RunConfig.from_dict` (parsed and validated once; nothing is
-planned and no data is read: :func:`pate.run.config.planning.plan`)."""
+"""Reading a config: the packaged configs, a ``--config`` value resolved to a file, the TOML
+read, the command-line settings merged in (:func:`load`, :func:`build`); nothing is planned
+and no data is read (:func:`pate.run.config.planning.plan`)."""
 
 from __future__ import annotations
 
@@ -81,23 +79,10 @@ def read_toml(path) -> dict:
         raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
 
 
-def load(
-    path,
-    *,
-    seed: int | None = None,
-    device: str | None = None,
-    run_dir: str | None = None,
-    ledger: str | bool | None = None,
-    overrides: dict[str, dict[str, Any]] | None = None,
-) -> RunConfig:
-    """Read a TOML config, apply the command-line overrides, parse and validate it; an error
-    starts with the file's path.
-
-    ``overrides`` maps a table to the keys a command's flags set (``{"aggregator": {"sigma1":
-    100.0}}``); ``ledger`` overrides ``[privacy] ledger`` (a path, or False). A relative
-    ``[privacy] ledger`` or ``[run] feature_cache`` path in the file is resolved against the
-    file's folder.
-    """
+def load(path, **options: Any) -> RunConfig:
+    """A TOML config (a file or a packaged name) read and :func:`build` with ``options``; an
+    error starts with the file's path. A relative ``[privacy] ledger`` or ``[run]
+    feature_cache`` path in the file is resolved against the file's folder."""
     path = resolve_config(path)
     raw = read_toml(path)
     folder = pathlib.Path(str(path)).parent
@@ -105,15 +90,7 @@ def load(
         section = raw.get(table)
         if isinstance(section, dict) and isinstance(section.get(name), str) and section[name]:
             section[name] = str((folder / pathlib.Path(section[name]).expanduser()).resolve())
-    return build(
-        raw,
-        where=str(path),
-        seed=seed,
-        device=device,
-        run_dir=run_dir,
-        ledger=ledger,
-        overrides=overrides,
-    )
+    return build(raw, where=str(path), **options)
 
 
 def build(
@@ -126,24 +103,19 @@ def build(
     ledger: str | bool | None = None,
     overrides: dict[str, dict[str, Any]] | None = None,
 ) -> RunConfig:
-    """:func:`load` for a config already in memory (a TOML table as a dict, or a saved
-    ``config.json``): the overrides applied, then parsed and validated once; ``raw`` is not
-    modified. An error starts with ``where`` (the file), when given."""
+    """A config in memory (a TOML table as a dict, or a saved ``config.json``; not modified)
+    with the command line's settings (None: as the config says): ``overrides`` maps a table
+    to the keys a command's flags set (``{"aggregator": {"sigma1": 100.0}}``), ``ledger``
+    overrides ``[privacy] ledger`` (a path, or False); then parsed and validated once. An error
+    starts with ``where`` (the file), when given."""
     raw = copy.deepcopy(raw)
     if not isinstance(raw, dict):
         raise ConfigError(f"{where or 'config'}: the configuration must be a TOML table")
-    for table, values in (overrides or {}).items():
+    run = {"seed": seed, "device": device, "run_dir": None if run_dir is None else str(run_dir)}
+    for table, values in [*(overrides or {}).items(), ("run", run)]:
         section = raw.setdefault(table, {})
         if isinstance(section, dict):
             section.update({k: v for k, v in values.items() if v is not None})
-    run = raw.setdefault("run", {})
-    if isinstance(run, dict):
-        given = {
-            "seed": seed,
-            "device": device,
-            "run_dir": None if run_dir is None else str(run_dir),
-        }
-        run.update({k: v for k, v in given.items() if v is not None})
     privacy = raw.setdefault("privacy", {})
     if ledger is not None and isinstance(privacy, dict):
         privacy["ledger"] = (

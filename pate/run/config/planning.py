@@ -1,5 +1,4 @@
-"""The plan step of a config (:func:`plan`): the planner (:mod:`pate.run.planner`) fills in
-what the config leaves open and checks the rest against the data's public facts, once."""
+"""The plan step of a config: the planner fills in what it leaves open, once."""
 
 from __future__ import annotations
 

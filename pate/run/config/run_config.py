@@ -1,12 +1,6 @@
-"""The config, typed: :class:`RunConfig`, one frozen table each (:mod:`pate.run.config.tables`).
-
-:meth:`RunConfig.parse` checks tables, keys, types and each key's constraints and fills in the
-defaults (no check across keys); :meth:`RunConfig.from_dict` parses and validates once
-(:func:`pate.run.config.validation.validate`); :meth:`RunConfig.to_dict` is the on-disk form
-(``config.json``: a key left out without a default stays out). What a config says across its
-tables (the keyword arguments of the teachers and the student, the noise with ``"auto"``
-parameters calibrated, the ``[knn]`` front-end, the data) are its methods. An error names
-``(table, key, value)``: :class:`pate.run.config.errors.SettingError`."""
+"""The config, typed: :class:`RunConfig`, one frozen table each (:mod:`pate.run.config.tables`),
+parsed and validated once; what it says across its tables (the recipes' keyword arguments,
+the calibrated noise, the ``[knn]`` front-end, the data) are its methods."""
 
 from __future__ import annotations
 
@@ -87,19 +81,17 @@ class RunConfig:
 
         defaults = {t: kind.of() for t, kind in TABLE_TYPES.items() if t not in tables}
         config = cls(**tables, **defaults)
-        validate(config.probe() if config.needs_plan else config)
+        validate(config)
         return config
 
     @classmethod
     def from_dict(cls, raw: Any) -> RunConfig:
         """A config from its dict (a TOML table, a saved ``config.json``), parsed and validated
-        once (:func:`pate.run.config.validation.validate`). Settings left to the planner
-        (:attr:`needs_plan`) are validated with placeholders; :func:`pate.run.config.plan`
-        fills them in."""
+        once; settings left to the planner are filled in by :func:`pate.run.config.plan`."""
         from pate.run.config.validation import validate
 
         config = cls.parse(raw)
-        validate(config.probe() if config.needs_plan else config)
+        validate(config)
         return config
 
     def to_dict(self) -> dict:
@@ -139,13 +131,6 @@ class RunConfig:
 
         return needs_plan(self)
 
-    def probe(self) -> RunConfig:
-        """This config with placeholders where the planner will fill in
-        (:func:`pate.run.planner.probe`), to validate everything else first."""
-        from pate.run.planner import probe
-
-        return probe(self)
-
     # -------------------------------------------------------------- what the config says
 
     @property
@@ -171,6 +156,18 @@ class RunConfig:
         calibrated = self.calibration()
         return params if calibrated is None else dict(params, **calibrated["calibrated"])
 
+    def release_rdp(self, params: dict, orders):
+        """The RDP at ``orders`` of the planned sanitized release: None unless ``[privacy]
+        release`` is on and the mechanism has one with the noise ``params``."""
+        from pate import analysis
+
+        priv = self.privacy
+        if not (priv.release and self.aggregator.spec.release_params(params) is not None):
+            return None
+        return analysis.gnss_rdp_curve(
+            beta=priv.release_beta, sigma_ss=priv.release_sigma_ss, orders=orders
+        )
+
     def calibration(self) -> dict | None:
         """What ``"auto"`` noise parameters were calibrated to, and how (None without ``"auto"``).
 
@@ -179,7 +176,6 @@ class RunConfig:
         release`` is on and the mechanism has one), costs at most ``target_eps`` at ``delta``
         with the config's conversion and orders: public quantities only, fixed before any data
         is seen (:meth:`pate.mechanisms.MechanismSpec.calibrate`)."""
-        from pate import analysis
 
         agg, priv = self.aggregator, self.privacy
         spec, params = agg.spec, agg.given
@@ -187,15 +183,8 @@ class RunConfig:
         if not auto:
             return None
         grid = priv.order_grid()
-        placeholders = {k: (1.0 if v == "auto" else v) for k, v in params.items()}
-        release = priv.release and spec.release_params(placeholders) is not None
-        extra = (
-            analysis.gnss_rdp_curve(
-                beta=priv.release_beta, sigma_ss=priv.release_sigma_ss, orders=grid
-            )
-            if release
-            else None
-        )
+        extra = self.release_rdp({k: (1.0 if v == "auto" else v) for k, v in params.items()}, grid)
+        release = extra is not None
         try:
             full = spec.calibrate(
                 params,

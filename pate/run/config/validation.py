@@ -1,7 +1,6 @@
-"""The checks across keys of a parsed config (:func:`validate`; each key's own type and
-constraints are checked by :meth:`pate.run.config.tables.RunConfig.parse`). Every error is a
-:class:`pate.run.config.tables.SettingError` naming the table, the key and the value, and says
-what to do."""
+"""The checks across keys of a parsed config (:func:`validate`): each a
+:class:`pate.run.config.errors.SettingError` naming the table, the key and the value, and
+saying what to do."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ import pathlib
 from typing import Any
 
 from pate import mechanisms
-from pate.run.config.errors import SettingError, records_needed_text
+from pate.run.config.errors import RECORDS_NEEDED, SettingError
 
 #: A parsed :class:`pate.run.config.tables.RunConfig` (that module calls this one: the type is
 #: not imported here, so that the modules do not import each other).
@@ -58,7 +57,7 @@ def _check_data_table(config: RunConfig) -> None:
         problem = "[data] split_column must name a column, got an empty string"
         raise SettingError("data", "split_column", "", problem)
     if data.records is None and data.name not in DATASET_NAMES:
-        raise SettingError("data", "records", None, records_needed_text("[data] records"))
+        raise SettingError("data", "records", None, RECORDS_NEEDED)
     _check_table_keys(data)
     size = data.image_size
     if size is not None:
@@ -147,21 +146,6 @@ def _check_partition_table(config: RunConfig, knn_run: bool) -> None:
                 "neighbours, with record-level protection); remove the [partition] table"
             )
             raise SettingError("partition", "num_teachers", part.num_teachers, problem)
-    elif part.num_teachers in (None, "auto"):
-        problem = (
-            "[partition] num_teachers was left to the planner but no plan was "
-            "made (pate.run.planner.plan_config); give a number of teachers"
-        )
-        raise SettingError("partition", "num_teachers", part.num_teachers, problem)
-    if part.mode == "stratified":
-        problem = (
-            '[partition] mode = "stratified" is no longer offered: dealing the '
-            "records class by class moves most records to another teacher when "
-            "one record is added, so the guarantee would hold for replacing a "
-            'record only. Use mode = "random" (each record\'s teacher is a keyed '
-            "hash of the record: adding or removing one changes one teacher)"
-        )
-        raise SettingError("partition", "mode", part.mode, problem)
     if part.mode not in (None, "random", "unit"):
         problem = f'[partition] mode must be one of "random", "unit", got {part.mode!r}'
         raise SettingError("partition", "mode", part.mode, problem)
@@ -215,19 +199,12 @@ def _check_mechanism(config: RunConfig) -> tuple[Any, list[str]]:
     if extra:
         problem = f"[aggregator] {', '.join(extra)} do(es) not apply to {mech!r}"
         raise SettingError("aggregator", extra[0], agg.noise[extra[0]], problem)
-    for name, value in agg.given.items():
-        if isinstance(value, str) and value != "auto":
-            problem = f'[aggregator] {name} must be a number or "auto", got {value!r}'
-            raise SettingError("aggregator", name, value, problem)
     return spec, [k for k, v in agg.given.items() if v == "auto"]
 
 
 def _check_queries_and_target(config: RunConfig, auto: list[str]) -> None:
     """``[aggregator] queries`` and ``target_eps`` (the latter only with calibrated noise)."""
     agg, priv = config.aggregator, config.privacy
-    if agg.queries == "auto":
-        problem = '[aggregator] queries = "auto" was left to the planner but no plan was made'
-        raise SettingError("aggregator", "queries", "auto", problem)
     if auto:
         if agg.target_eps is None or agg.queries is None:
             problem = (
@@ -297,10 +274,13 @@ def _check_privacy_table(config: RunConfig) -> None:
         raise SettingError("privacy", "release_order", priv.release_order, problem)
 
 
-def validate(config: RunConfig) -> RunConfig:
+def validate(config: RunConfig) -> None:
     """The checks across keys (noise parameters, release parameters, student and teacher
-    recipes). Imports torch (through the teacher and student recipes); called once, by
-    :meth:`pate.run.config.tables.RunConfig.from_dict`."""
+    recipes); settings left to the planner hold its placeholders (:func:`pate.run.planner.probe`).
+    Imports torch (through the teacher and student recipes)."""
+    from pate.run.planner import needs_plan, probe
+
+    config = probe(config) if needs_plan(config) else config
     _check_run_table(config)
     _check_data_table(config)
     spec = mechanisms.REGISTRY.get(config.aggregator.mechanism)
@@ -323,7 +303,6 @@ def validate(config: RunConfig) -> RunConfig:
 
     _checked("student", None, None, Student(**config.student_settings())._validated)
     _check_student_targets(config, spec)
-    return config
 
 
 def _check_student_targets(config: RunConfig, spec) -> None:

@@ -10,45 +10,35 @@ import types
 from pate.teachers.errors import ConfigError
 
 
-def release_rdp(config, spec, params: dict, grid):
-    """The planned sanitized release's RDP (None without one) of ``config`` (a
-    :class:`pate.run.config.RunConfig`)."""
-    from pate import analysis
-
-    priv = config.privacy
-    if not (priv.release and spec.release_params(params) is not None):
-        return None
-    return analysis.gnss_rdp_curve(
-        beta=priv.release_beta, sigma_ss=priv.release_sigma_ss, orders=grid
-    )
-
-
 def worst_eps(config, spec, params: dict, n: int, grid) -> float:
     """The data-independent eps of ``n`` asked queries, all answered (with the release)."""
     from pate.analysis.rdp import eps_from_rdp
 
     rdp = n * spec.worst_case_query_rdp(params, orders=grid)
-    extra = release_rdp(config, spec, params, grid)
+    extra = config.release_rdp(params, grid)
     if extra is not None:
         rdp = rdp + extra
     priv = config.privacy
     return float(eps_from_rdp(rdp, orders=grid, delta=priv.delta, conversion=priv.conversion)[0])
 
 
-def answers_fixed(config, spec, params: dict, budget: float, cap: int, grid) -> int:
-    """How many queries, all answered, fixed noise ``params`` buys within ``budget`` (<= cap)."""
-    if cap <= 0 or worst_eps(config, spec, params, 1, grid) > budget:
+def most(fits, cap: int) -> int:
+    """The largest ``n`` in ``[1, cap]`` with ``fits(n)`` (true up to some ``n``, false beyond:
+    a binary search), 0 when ``fits(1)`` is false."""
+    if cap <= 0 or not fits(1):
         return 0
     lo, hi = 1, cap
-    if worst_eps(config, spec, params, hi, grid) <= budget:
+    if fits(hi):
         return hi
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if worst_eps(config, spec, params, mid, grid) <= budget:
-            lo = mid
-        else:
-            hi = mid
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+def answers_fixed(config, spec, params: dict, budget: float, cap: int, grid) -> int:
+    """How many queries, all answered, fixed noise ``params`` buys within ``budget`` (<= cap)."""
+    return most(lambda n: worst_eps(config, spec, params, n, grid) <= budget, cap)
 
 
 def with_noise(config, **values):
@@ -69,14 +59,6 @@ def calibrated_noise(config, queries: int) -> dict | None:
         return None
 
 
-def voters_of(spec, num_teachers, params) -> float | None:
-    if spec.kind.reads_private_records:
-        return (
-            float(params["k"]) if "k" in spec.param_names and is_number(params.get("k")) else None
-        )
-    return float(num_teachers) if num_teachers else None
-
-
 def is_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -90,6 +72,3 @@ def argmax_std(spec, params: dict) -> tuple[str, float] | None:
     if "scale" in spec.param_names and is_number(params.get("scale")):
         return "scale", math.sqrt(2.0) * float(params["scale"])
     return None
-
-
-# ------------------------------------------------------------------------------ the plan

@@ -8,9 +8,8 @@ import dataclasses
 import logging
 from typing import Any
 
-import numpy as np
-
 from pate import mechanisms
+from pate.run.config.messages import assignment
 from pate.teachers.errors import ConfigError
 
 logger = logging.getLogger("pate")
@@ -55,24 +54,14 @@ RECORDS_BASES = {
     "builtin": "the built-in dataset's published size",
 }
 
-#: How a setting is named in an error (TOML keys; ``pate.fit`` and ``pate.plan`` reword them at
-#: their boundary: :func:`pate.run.config.python_wording`).
-_CONFIG_NAMES = {
-    "records": "[data] records",
-    "num_teachers": "[partition] num_teachers",
-    "queries": "[aggregator] queries",
-    "target_eps": "[aggregator] target_eps",
-    "budget_eps": "[privacy] budget_eps",
-    "mechanism": "[aggregator] mechanism",
-    "delta": "[privacy] delta",
-    "release": "[privacy] release",
-    "smoke_test": "[run] smoke_test",
-}
+#: The table of a setting an error names outside ``[aggregator]`` (TOML keys; ``pate.fit`` and
+#: ``pate.plan`` reword them at their boundary: :func:`pate.run.config.python_wording`).
+_TABLES = {"records": "data", "num_teachers": "partition", "budget_eps": "privacy"}
 
 
 def setting_name(key: str) -> str:
     """``[partition] num_teachers`` for ``num_teachers``."""
-    return _CONFIG_NAMES.get(key, f"[aggregator] {key}")
+    return f"[{_TABLES.get(key, 'aggregator')}] {key}"
 
 
 def assignment_text(key: str, value: float) -> str:
@@ -81,16 +70,8 @@ def assignment_text(key: str, value: float) -> str:
 
 
 def setting_text(key: str, value: Any) -> str:
-    shown = (
-        f'"{value}"'
-        if isinstance(value, str)
-        else f"{value:g}"
-        if isinstance(value, float)
-        else str(value).lower()
-        if isinstance(value, bool)
-        else value
-    )
-    return f"{setting_name(key)} = {shown}"
+    """``[aggregator] mechanism = "auto"`` (:func:`pate.run.config.assignment`)."""
+    return assignment(_TABLES.get(key, "aggregator"), key, value)
 
 
 class PlanError(ConfigError):
@@ -116,19 +97,6 @@ class Facts:
     public_items: int
     input_shape: tuple[int, ...]
     records_basis: str = "declared"
-
-    def __post_init__(self) -> None:
-        for name in ("private_records", "classes", "public_items"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ConfigError(f"plan facts: {name} must be a count >= 0, got {value!r}")
-            object.__setattr__(self, name, int(value))
-        object.__setattr__(self, "input_shape", tuple(int(s) for s in self.input_shape))
-        if self.records_basis not in RECORDS_BASES:
-            raise ConfigError(
-                f"plan facts: records_basis must be one of {', '.join(RECORDS_BASES)}, "
-                f"got {self.records_basis!r}"
-            )
 
     @property
     def kind(self) -> str:
@@ -166,7 +134,7 @@ def facts_of(data, *, records: int, basis: str) -> Facts:
         private_records=records,
         classes=int(data.num_classes),
         public_items=len(data.public),
-        input_shape=tuple(data.input_shape),
+        input_shape=tuple(int(size) for size in data.input_shape),
         records_basis=basis,
     )
 
@@ -265,6 +233,3 @@ class Plan:
         for line in self.warnings:
             out.append(f"WARNING     {line}")
         return [*out, *self.columns]
-
-
-# ------------------------------------------------------------------------------ arithmetic

@@ -1,7 +1,7 @@
-"""The planner's rules: :func:`plan_config` fills in what a config leaves open and checks
-the rest (every rule and its source: ``docs/plan.md``). A table's front-end for a release is chosen in
-:mod:`pate.run.planner.front_end`; the helpers of the plan step (``needs_plan``, ``probe``,
-``ledger_remaining``, ...) are in :mod:`pate.run.planner.steps`."""
+"""The planner's choices: :func:`plan_config` fills in what a config leaves open (the
+mechanism, the teachers, the queries, the noise; docs/plan.md, "What it fills in"), then the
+checks of :mod:`pate.run.planner.checks` refuse or warn. A table's front-end for a release is
+chosen in :mod:`pate.run.planner.front_end`."""
 
 from __future__ import annotations
 
@@ -10,22 +10,20 @@ import math
 
 from pate import mechanisms
 from pate.run.config.keys import frozen
-from pate.run.planner import quality
+from pate.run.planner import checks
 from pate.run.planner.costs import (
     answers_fixed,
     argmax_std,
     calibrated_noise,
     is_number,
-    voters_of,
+    most,
     with_noise,
     worst_eps,
 )
-from pate.run.planner.front_end import plan_table_front_end, release_dims, table_size_warning
+from pate.run.planner.front_end import plan_table_front_end, table_size_warning
 from pate.run.planner.model import (
     AUTO_MECHANISM,
     AUTO_NO_TEACHERS,
-    DROWNING_CHECK_NOISE,
-    DROWNING_NOISE,
     MAX_TEACHERS,
     MIN_LABELS_PER_CLASS,
     MIN_RECORDS_PER_CLASS,
@@ -37,11 +35,10 @@ from pate.run.planner.model import (
     Facts,
     Plan,
     PlanError,
-    assignment_text,
     setting_name,
     setting_text,
 )
-from pate.run.planner.steps import auto_mechanism, open_threshold
+from pate.run.planner.steps import open_threshold, with_auto_mechanism
 from pate.teachers.errors import ConfigError
 
 
@@ -51,22 +48,18 @@ def plan_config(config, facts: Facts, *, remaining_eps: float | None = None) -> 
     :class:`PlanError`. Errors name settings as TOML keys (``pate.fit`` rewords them). The noise
     is calibrated by the config's own :meth:`pate.run.config.RunConfig.calibration`, exactly as
     the run will."""
-    planning = _Planning(config, facts, remaining_eps=remaining_eps)
+    planning = Planning(config, facts, remaining_eps=remaining_eps)
     planning.choose_mechanism()
     planning.set_budget()
     planning.choose_teachers_and_queries()
-    planning.check()
+    checks.check(planning)
     return planning.finish()
 
 
-#: The largest target epsilon a refusal searches for labels that are not near chance.
-_MOST_EPS = 1000.0
-
-
-class _Planning:
+class Planning:
     """The state :func:`plan_config` shares between its phases (the mechanism, the budget, the
-    teachers and queries, the checks, the plan), one method per phase in that order. It works
-    on a deep copy of the config; ``problems`` collects the refusals of the checks."""
+    teachers and queries, the checks, the plan), in that order; ``problems`` collects the
+    refusals of the checks."""
 
     def __init__(self, config, facts: Facts, *, remaining_eps: float | None) -> None:
         self.config = dataclasses.replace(config, planned=None)
@@ -118,13 +111,9 @@ class _Planning:
                 fix=f"give {setting_name('target_eps')} (the epsilon this run may "
                 "spend), or name a mechanism with its noise",
             )
-        chosen = auto_mechanism(self.config)
-        self.set_aggregator(mechanism=chosen)
-        spec = mechanisms.get(chosen)
-        open_noise = {key: "auto" for key in spec.calibrated}
-        self.config = with_noise(self.config, **dict(open_noise, **self.config.aggregator.noise))
-        if chosen == AUTO_NO_TEACHERS:  # no teachers: nothing to split them by
-            self.config = self.config.replace("partition", num_teachers=None)
+        self.config = with_auto_mechanism(self.config)
+        spec = self.config.aggregator.spec
+        if spec.name == AUTO_NO_TEACHERS:
             why = (
                 f'mechanism "auto" with a target and no teachers asked for: {spec.title}, '
                 f"{spec.kind.title}, for the whole target; name a teacher model or "
@@ -136,7 +125,7 @@ class _Planning:
                 "calibrated to target_eps for every asked query (a threshold check would "
                 "discard answers already paid for)"
             )
-        self.filled["mechanism"] = {"value": chosen, "why": why}
+        self.filled["mechanism"] = {"value": spec.name, "why": why}
 
     # ------------------------------------------------------------------ the budget
 
@@ -146,16 +135,8 @@ class _Planning:
         # the dataset's lifetime budget when given, else (a new dataset) the run's target, else what
         # the ledger has left for it; else the ledger's budget applies, checked before any training
         # (pate.run.stages.check_budget_fits) -- the plan then assumes no limit of its own
-        budget = self.priv.budget_eps
-        self.budget = float(
-            budget
-            if budget is not None
-            else target
-            if target is not None
-            else remaining_eps
-            if remaining_eps is not None
-            else math.inf
-        )
+        given = (self.priv.budget_eps, target, remaining_eps)
+        self.budget = float(next((eps for eps in given if eps is not None), math.inf))
         self.eps_plan = float(target) if target is not None else self.budget
         if remaining_eps is not None and remaining_eps < self.eps_plan:
             self.warnings.append(
@@ -202,27 +183,17 @@ class _Planning:
             )
         return noise
 
-    def relative(self, noise: dict | None, voters: float | None) -> float:
-        """The argmax noise's standard deviation over ``voters`` (inf when there is none)."""
-        got = argmax_std(self.spec, noise or {})
-        return math.inf if got is None or not voters else got[1] / voters
-
     def queries_at(self, voters: float, level: float) -> int:
-        """The most queries (<= cap) whose calibrated noise stays at ``level`` x voters."""
+        """The most queries (<= cap) whose calibrated argmax noise's standard deviation stays
+        at ``level`` x voters."""
         if not self.calibrated:
             return self.cap
-        if self.relative(self.noise_for(1, voters), voters) > level:
-            return 0
-        lo, hi = 1, self.cap
-        if self.relative(self.noise_for(hi, voters), voters) <= level:
-            return hi
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self.relative(self.noise_for(mid, voters), voters) <= level:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+
+        def fits(queries: int) -> bool:
+            std = argmax_std(self.spec, self.noise_for(queries, voters) or {})
+            return std is not None and bool(voters) and std[1] / voters <= level
+
+        return most(fits, self.cap)
 
     # ------------------------------------------------------------------ teachers and queries
 
@@ -255,8 +226,9 @@ class _Planning:
     def _plan_votes(self) -> None:
         """Teacher votes (or sampled records): voters, threshold, queries, noise, answers."""
         spec, params = self.spec, self.params
-        if spec.kind.reads_private_records:
-            self.voters = voters_of(spec, None, params)
+        if spec.kind.reads_private_records:  # the k nearest private records vote
+            k = params.get("k") if "k" in spec.param_names else None
+            self.voters = float(k) if is_number(k) else None
         else:
             user_t = self.config.partition.num_teachers
             if is_number(user_t):
@@ -290,32 +262,25 @@ class _Planning:
     def _choose_num_teachers(self) -> None:
         """The fewest teachers from :data:`TEACHER_GRID` whose noise stays at :data:`TARGET_NOISE`
         (docs/plan.md, "What it fills in")."""
-        facts, classes, params, cap = self.facts, self.classes, self.params, self.cap
-        t_max = self.t_most
-        grid = [t for t in TEACHER_GRID if t <= t_max] or [t_max]
+        facts, classes, params = self.facts, self.classes, self.params
+        grid = [t for t in TEACHER_GRID if t <= self.t_most] or [self.t_most]
         preferred = [
             t for t in grid if facts.private_records / t >= TARGET_RECORDS_PER_CLASS * classes
         ]
+        enough, std = min(self.want, self.cap), argmax_std(self.spec, params)
         chosen, why = None, ""
-        for t in grid:
-            if self.calibrated:
-                if self.queries_at(t, TARGET_NOISE) >= min(self.want, cap):
-                    chosen = t
-                    why = (
-                        f"the fewest teachers (largest shards) whose budget buys "
-                        f"{min(self.want, cap)} answers at noise {TARGET_NOISE:g} x teachers"
-                    )
-                    break
-            else:
-                std = argmax_std(self.spec, params)
-                if std is not None and std[1] / t <= TARGET_NOISE:
-                    chosen = t
-                    why = (
-                        f"the fewest teachers whose votes the fixed noise "
-                        f"{std[0]} = {params[std[0]]:g} does not drown "
-                        f"(<= {TARGET_NOISE:g} x teachers)"
-                    )
-                    break
+        if self.calibrated:
+            chosen = next((t for t in grid if self.queries_at(t, TARGET_NOISE) >= enough), None)
+            why = (
+                f"the fewest teachers (largest shards) whose budget buys {enough} answers at "
+                f"noise {TARGET_NOISE:g} x teachers"
+            )
+        elif std is not None:
+            chosen = next((t for t in grid if std[1] / t <= TARGET_NOISE), None)
+            why = (
+                f"the fewest teachers whose votes the fixed noise {std[0]} = "
+                f"{params[std[0]]:g} does not drown (<= {TARGET_NOISE:g} x teachers)"
+            )
         if chosen is None:
             chosen = grid[-1]
             why = (
@@ -360,266 +325,6 @@ class _Planning:
             queries = cap
         self.queries = queries
 
-    # ------------------------------------------------------------------ checks
-
-    def check(self) -> None:
-        """Every check (docs/plan.md, "What it refuses"); refusals go to ``problems``."""
-        teachers = self.teachers
-        self.records = self.facts.private_records / teachers if teachers else None
-        self.rel = self._relative_noise()
-        if teachers:
-            self._check_shards()
-        refused = len(self.problems)
-        self._check_noise()
-        drowned = len(self.problems) > refused
-        self._check_threshold_noise()
-        self.agreement = self._agreement(self.noise)
-        if self.agreement is not None and not drowned:  # the noise check named the same cause
-            self._check_labels()
-        if not self.spec.kind.releases_once:
-            self._check_answers()
-
-    def _relative_noise(self) -> dict[str, float]:
-        """The noise's standard deviations over the voters, by label ("sigma/teachers", ...)."""
-        rel: dict[str, float] = {}
-        voters, spec, noise = self.voters, self.spec, self.noise
-        if voters:
-            who = "teachers" if self.teachers else "k"
-            got = argmax_std(spec, noise)
-            if got is not None:
-                shown = "sqrt(2) scale" if got[0] == "scale" else got[0]
-                rel[f"{shown}/{who}"] = got[1] / voters
-            if "sigma1" in spec.param_names and is_number(noise.get("sigma1")):
-                rel[f"sigma1/{who}"] = float(noise["sigma1"]) / voters
-        return rel
-
-    def _check_shards(self) -> None:
-        """Shards large enough to learn."""
-        teachers, records, classes = self.teachers, self.records, self.classes
-        private_records = self.facts.private_records
-        least = MIN_RECORDS_PER_CLASS * classes
-        if teachers > private_records:
-            self.refuse(
-                f"{setting_text('num_teachers', teachers)} exceeds the declared "
-                f"{private_records} private records",
-                "num_teachers",
-                f"{assignment_text('num_teachers', max(1, private_records // least))} or "
-                "fewer, or leave it out and the planner chooses",
-            )
-        elif records < least:
-            t_ok = max(1, private_records // least)
-            self.refuse(
-                f"{teachers} teachers leave {records:.1f} private records per teacher "
-                f"({records / classes:.2f} per class for {classes} classes): shards too small "
-                f"to learn (at least {MIN_RECORDS_PER_CLASS} per class)",
-                "num_teachers",
-                f"{assignment_text('num_teachers', t_ok)} or fewer for the declared "
-                f"{private_records} private records, or leave it out and the planner "
-                "chooses, or bring more private records",
-            )
-        else:
-            self.checked.append(
-                f"{records:.0f} records per teacher >= {least} ({MIN_RECORDS_PER_CLASS} per class)"
-            )
-
-    def _check_noise(self) -> None:
-        """The argmax noise must not drown the votes."""
-        main = next((k for k in self.rel if not k.startswith("sigma1")), None)
-        if main is None:
-            return
-        level = self.rel[main]
-        if level > DROWNING_NOISE:
-            key = main.split("/")[0].replace("sqrt(2) ", "")
-            if self.calibrated:
-                self._refuse_drowning_calibrated(main, level, key)
-            else:
-                good = TARGET_NOISE * self.voters / (math.sqrt(2) if key == "scale" else 1)
-                self.refuse(
-                    f"{setting_text(key, float(self.noise[key]))} is {main} = "
-                    f"{level:.3g}: it drowns the votes (refused above {DROWNING_NOISE:g})",
-                    key,
-                    f"{assignment_text(key, good)} ({TARGET_NOISE:g} x "
-                    f"{self.voters:g} voters), or more voters",
-                )
-        else:
-            self.checked.append(f"noise {main} = {level:.3g} <= {DROWNING_NOISE:g}")
-
-    def _refuse_drowning_calibrated(self, main: str, level: float, key: str) -> None:
-        """Drowning noise, calibrated: the refusal names the target and what would work."""
-        spec, voters, queries = self.spec, self.voters, self.queries
-        ok = dict(self.noise)
-        ok[key] = TARGET_NOISE * voters / (math.sqrt(2) if key == "scale" else 1)
-        if "sigma1" in ok and self.params.get("sigma1") == "auto":
-            ok["sigma1"] = 3.75 * ok.get("sigma2", 0)
-        eps_needed = worst_eps(self.config, spec, spec.validate(ok), queries, self.order_grid)
-        fewer = self.queries_at(voters, DROWNING_NOISE)
-        more = (
-            ""
-            if spec.kind.reads_private_records or self.teachers >= self.t_most
-            else (
-                f", or more teachers ({setting_name('num_teachers')}; each answer costs "
-                "1/teachers^2 as much at the same relative noise) if the private records allow"
-            )
-        )
-        fewer_text = (
-            f", or ask fewer queries ({assignment_text('queries', fewer)})"
-            if fewer >= self.need
-            else ""
-        )
-        self.refuse(
-            f"the noise calibrated for {queries} queries at "
-            f"{setting_text('target_eps', self.eps_plan)} is {main} = {level:.3g}: it "
-            f"drowns the votes (refused above {DROWNING_NOISE:g})",
-            "target_eps",
-            f"{assignment_text('target_eps', eps_needed)} or more{fewer_text}"
-            + more
-            + (
-                ""
-                if spec.kind.reads_private_records
-                else f", or {setting_text('mechanism', AUTO_NO_TEACHERS)} "
-                f"({mechanisms.get(AUTO_NO_TEACHERS).kind.title})"
-            ),
-        )
-
-    def _check_threshold_noise(self) -> None:
-        """Confident GNMax's threshold check: not a coin flip."""
-        rel = self.rel
-        s1 = next((k for k in rel if k.startswith("sigma1")), None)
-        if s1 is None:
-            return
-        if rel[s1] > DROWNING_CHECK_NOISE:
-            key = "target_eps" if self.params.get("sigma1") == "auto" else "sigma1"
-            self.refuse(
-                f"the threshold check's noise is {s1} = {rel[s1]:.3g}: the check is a coin "
-                f"flip (refused above {DROWNING_CHECK_NOISE:g})",
-                key,
-                f"{assignment_text('sigma1', 0.6 * self.voters)} (0.6 x voters, "
-                "Papernot et al. 2018)"
-                if key == "sigma1"
-                else f"a larger {setting_name('target_eps')} or fewer queries",
-            )
-        else:
-            self.checked.append(
-                f"threshold check noise {s1} = {rel[s1]:.3g} <= {DROWNING_CHECK_NOISE:g}"
-            )
-
-    def _agreement(self, noise: dict) -> float | None:
-        """The predicted share of labels equal to the noiseless rule's
-        (:mod:`pate.run.planner.quality`; None when the mechanism fits neither model)."""
-        if all(is_number(v) for v in noise.values()):
-            noise = self.spec.validate(noise)  # with the defaults (count_weight)
-        std = argmax_std(self.spec, noise)
-        if self.voters and std is not None:
-            return quality.vote_agreement(
-                voters=self.voters, noise_std=std[1], classes=self.classes
-            )
-        if self.spec.kind.releases_once and all(
-            is_number(noise.get(k)) for k in ("sigma", "count_weight")
-        ):
-            return quality.class_means_agreement(
-                records_per_class=self.facts.private_records / self.classes,
-                sigma=float(noise["sigma"]),
-                dims=release_dims(self.config, self.facts, float(noise["sigma"]), self.filled),
-                count_weight=float(noise["count_weight"]),
-                classes=self.classes,
-            )
-        return None
-
-    def _check_labels(self) -> None:
-        """Labels near chance are refused, weak ones warned, each naming the smallest target
-        epsilon whose calibrated noise the model calls useful (:data:`quality.WEAK_LABELS`)."""
-        agreement, classes = self.agreement, self.classes
-        share = quality.closed(agreement, classes)
-        said = (
-            f"the plan predicts {100 * agreement:.0f} % of the labels equal to the noiseless "
-            f"{'vote' if self.voters else 'rule'}'s (chance: {100 / classes:.0f} %; model: "
-            "docs/plan.md)"
-        )
-        if share >= quality.WEAK_LABELS:
-            self.checked.append(said)
-            return
-
-        def useful(eps: float) -> bool:
-            trial = self.config.replace("aggregator", target_eps=eps)
-            noise = calibrated_noise(trial, self.queries)
-            agreement = None if noise is None else self._agreement(dict(self.noise, **noise))
-            return agreement is not None and quality.closed(agreement, classes) >= (
-                quality.WEAK_LABELS
-            )
-
-        key = (
-            "target_eps"
-            if self.calibrated
-            else (argmax_std(self.spec, self.noise) or ("sigma",))[0]
-        )
-        eps = quality.smallest_eps(useful, self.eps_plan, most=_MOST_EPS) if self.calibrated else 0
-        fix = (
-            f"{assignment_text(key, eps)} or more"
-            if eps
-            else f"less noise ({setting_name(key)}) or more private records per class"
-        )
-        if share < quality.NEAR_CHANCE:
-            self.refuse(f"{said}: the labels would be near chance", key, fix)
-        else:
-            self.warnings.append(f"{said}: weak labels; {fix}")
-
-    def _check_answers(self) -> None:
-        """Enough worst-case answers to teach a student."""
-        need, classes, answers = self.need, self.classes, self.answers
-        if self.n_pub < need:
-            self.refuse(
-                f"{self.n_pub} public items cannot give {MIN_LABELS_PER_CLASS} labels per "
-                f"class for {classes} classes",
-                "queries",
-                f"bring at least {need} public items",
-            )
-        elif answers < need:
-            user_queries = self.user_queries
-            if user_queries is not None and user_queries < need:
-                self.refuse(
-                    f"{setting_text('queries', int(user_queries))} asks for fewer labels "
-                    f"than {MIN_LABELS_PER_CLASS} per class for {classes} classes",
-                    "queries",
-                    f"{setting_name('queries')} >= {need}, or leave it out and the planner chooses",
-                )
-            else:
-                key = "target_eps" if self.target is not None else "budget_eps"
-                ok = dict(self.noise)
-                eps_needed = worst_eps(
-                    self.config, self.spec, self.spec.validate(ok), need, self.order_grid
-                )
-                self.refuse(
-                    f"the budget ({setting_text(key, self.eps_plan)}) buys {answers} "
-                    f"answers in the worst case, fewer than {MIN_LABELS_PER_CLASS} per class for "
-                    f"{classes} classes",
-                    key,
-                    f"{assignment_text(key, eps_needed)} or more, or "
-                    f"{setting_text('mechanism', AUTO_NO_TEACHERS)} "
-                    f"({mechanisms.get(AUTO_NO_TEACHERS).kind.title})",
-                )
-        else:
-            self.checked.append(
-                f"{answers} worst-case answers >= {need} ({MIN_LABELS_PER_CLASS} per class)"
-            )
-            student = self.config.student
-            learns_unlabelled = (student.method or "fixmatch") == "fixmatch" and not str(
-                student.model or "auto"
-            ).startswith(("python:", "sklearn:"))
-            if answers < min(self.want, self.n_pub) and not learns_unlabelled:
-                asked = self.user_queries is not None and answers >= self.queries
-                self.warnings.append(
-                    (
-                        f"{setting_text('queries', self.queries)} asks for"
-                        if asked
-                        else f"the budget guarantees {answers} answers (worst case),"
-                    )
-                    + f" fewer than {TARGET_LABELS_PER_CLASS} labels per class for a student "
-                    "that learns from its labels alone; "
-                    + ("ask more queries" if asked else "a larger eps buys more")
-                    + ", or a student that also learns from the unlabelled public items "
-                    '(the torch student with [student] method = "fixmatch")'
-                )
-
     # ------------------------------------------------------------------ the plan
 
     def finish(self) -> tuple:
@@ -636,15 +341,16 @@ class _Planning:
     def _plan(self) -> Plan:
         """The :class:`Plan` of what was chosen and checked (usable when nothing was refused)."""
         spec, noise, answers, target = self.spec, self.noise, self.answers, self.target
-        clean = spec.validate(noise) if all(is_number(v) for v in noise.values()) else noise
-        guarantee = (
-            worst_eps(self.config, spec, clean, answers, self.order_grid)
-            if answers and all(is_number(v) for v in clean.values()) and not spec.kind.releases_once
-            else None
-        )
-        if spec.kind.releases_once and self.calibrated:
-            guarantee = self.eps_plan
-        numeric = all(is_number(v) for v in clean.values())
+        numeric = all(is_number(v) for v in noise.values())
+        clean = spec.validate(noise) if numeric else noise
+        if spec.kind.releases_once:
+            guarantee = self.eps_plan if self.calibrated else None
+        else:
+            guarantee = (
+                worst_eps(self.config, spec, clean, answers, self.order_grid)
+                if answers and numeric
+                else None
+            )
         releases = self.priv.release and (not numeric or spec.release_params(clean) is not None)
         return Plan(
             facts=self.facts,

@@ -1,7 +1,5 @@
 """The helpers of the plan step around :func:`pate.run.planner.rules.plan_config`: whether a
-config needs a plan (``needs_plan``), the config with placeholders to validate first
-(``probe``), what ``mechanism = "auto"`` becomes (``auto_mechanism``), the ledger's remaining
-budget, and logging and writing the plan."""
+config needs a plan, what ``mechanism = "auto"`` becomes, the ledger's remaining budget."""
 
 from __future__ import annotations
 
@@ -58,19 +56,25 @@ def auto_mechanism(config) -> str:
     return AUTO_NO_TEACHERS if config.teachers.model == "auto" and open_count else AUTO_MECHANISM
 
 
+def with_auto_mechanism(config):
+    """``config`` with ``mechanism = "auto"`` and a target resolved (:func:`auto_mechanism`):
+    the noise it calibrates left "auto" where not given, no teachers for a release."""
+    chosen = auto_mechanism(config)
+    config = config.replace("aggregator", mechanism=chosen)
+    if chosen == AUTO_NO_TEACHERS:  # no teachers: nothing to split them by
+        config = config.replace("partition", num_teachers=None)
+    open_noise = {k: "auto" for k in mechanisms.get(chosen).calibrated}
+    return with_noise(config, **dict(open_noise, **config.aggregator.noise))
+
+
 def probe(config):
     """``config`` (a parsed :class:`pate.run.config.RunConfig`) with placeholders where the
     planner will fill in (to validate everything else first, with the usual messages)."""
-    agg = config.aggregator
-    if agg.mechanism == "auto":
-        targeted = agg.target_eps is not None
-        chosen = auto_mechanism(config) if targeted else AUTO_MECHANISM
-        config = config.replace("aggregator", mechanism=chosen)
-        if chosen == AUTO_NO_TEACHERS:
-            config = config.replace("partition", num_teachers=None)
-        if targeted:
-            open_noise = {k: "auto" for k in mechanisms.get(chosen).calibrated}
-            config = with_noise(config, **dict(open_noise, **config.aggregator.noise))
+    if config.aggregator.mechanism == "auto":
+        if config.aggregator.target_eps is None:
+            config = config.replace("aggregator", mechanism=AUTO_MECHANISM)
+        else:
+            config = with_auto_mechanism(config)
     agg = config.aggregator
     spec = mechanisms.REGISTRY.get(agg.mechanism)
     if spec is None:

@@ -109,7 +109,8 @@ def test_a_finished_stage_is_not_run_twice(both_paths, capsys):
 def test_flags_override_their_stage_s_table_and_are_saved(tmp_path, small_digits, capsys):
     config = small_digits(tmp_path)
     run = tmp_path / "run"
-    # a class-by-class deal is not stable under adding a record (issue #30): refused, and why
+    # a mode that is not offered (a class-by-class deal is not stable under adding a record,
+    # issue #30: docs/aggregators.md) is refused
     assert (
         main(
             [
@@ -128,7 +129,7 @@ def test_flags_override_their_stage_s_table_and_are_saved(tmp_path, small_digits
         )
         == 2
     )
-    assert "replacing a record" in capsys.readouterr().err
+    assert 'mode must be one of "random", "unit"' in capsys.readouterr().err
     assert (
         main(
             [
@@ -280,7 +281,7 @@ def test_a_secure_run_reopens_and_pate_run_resumes_it_without_config(
 
 
 def test_epsilon_summary_names_a_sanitized_epsilon_only_where_one_was_released():
-    from pate.cli.commands.stage_cli import epsilon_summary
+    from pate.cli.commands.analyze import epsilon_summary
 
     base = {"eps_guarantee": 3.9, "eps_data_independent": 3.6, "eps_sanitized": 2.3}
     released = epsilon_summary({**base, "sanitized": {"fallback": None}})

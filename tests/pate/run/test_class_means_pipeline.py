@@ -21,8 +21,10 @@ from pate.core.errors import BudgetExceededError
 from pate.ledger import Ledger
 from pate.run import report as rep
 from pate.run import rundir
-from pate.run.config import SOFT_TARGET_TEMPERATURE, ConfigError, load, packaged_configs
+from pate.run.config import load, packaged_configs
+from pate.run.config.tables import SOFT_TARGET_TEMPERATURE
 from pate.run.pipeline import Pipeline, fork_run
+from pate.teachers.errors import ConfigError
 
 PARTITION = (
     '[partition]\nnum_teachers = 10            # 100 private images per teacher\nmode = "random"\n'

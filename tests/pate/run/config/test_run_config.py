@@ -10,18 +10,9 @@ import pathlib
 import pytest
 
 from pate import mechanisms
-from pate.run.config import (
-    TABLE_TYPES,
-    Interval,
-    Options,
-    RunConfig,
-    SettingError,
-    build,
-    keys_of,
-    keyword,
-    load,
-    python_wording,
-)
+from pate.run.config import RunConfig, SettingError, build, keys_of, load, python_wording
+from pate.run.config.keys import Interval, Options
+from pate.run.config.tables import TABLE_TYPES, keyword
 from pate.teachers.errors import ConfigError
 
 CONFIGS = sorted((pathlib.Path(__file__).resolve().parents[4] / "configs").glob("*.toml"))
