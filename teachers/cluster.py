@@ -200,7 +200,8 @@ def train_chunk(
 
 
 def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
-    """One Ray task: train chunk ``spec["chunk"]`` and return its weights and predictions."""
+    """One Ray task: train ``spec["task"]`` (a :class:`ChunkTask`) and return its weights and
+    predictions."""
     import socket
     import warnings
 
@@ -208,27 +209,15 @@ def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
 
     torch.set_num_threads(int(spec["threads"]))  # the task's CPUs (as the local run's threads)
     started = time.perf_counter()
-    device = spec["device"]
     with warnings.catch_warnings():  # arrays from the object store are read-only; never written
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        tensors = [torch.from_numpy(a).to(device) for a in (x, y, x_public, x_eval)]
+        tensors = [torch.from_numpy(a).to(spec["task"].device) for a in (x, y, x_public, x_eval)]
     out = pathlib.Path(spec["out_dir"]) if spec["out_dir"] is not None else None
     shared = out is not None and out.is_dir()  # the run directory is on shared storage
-    ckpt = out / progress_name(spec["chunk"]) if shared else None
+    ckpt = out / progress_name(spec["task"].chunk) if shared else None
     # a run started locally may have left this chunk half-trained in progress.pt
-    resume_from = [ckpt, out / LOCAL_PROGRESS] if shared else []
-    task = ChunkTask(
-        trainer=spec["trainer"],
-        config=spec["config"],
-        chunk=spec["chunk"],
-        seeds=spec["seeds"],
-        shards=spec["shards"],
-        input_shape=spec["input_shape"],
-        num_classes=spec["num_classes"],
-        device=device,
-        resume_from=tuple(resume_from),
-        checkpoint_path=ckpt,
-    )
+    resume_from = (ckpt, out / LOCAL_PROGRESS) if shared else ()
+    task = dataclasses.replace(spec["task"], resume_from=resume_from, checkpoint_path=ckpt)
     outcome = train_chunk(task, *tensors)
     return {
         "teachers": list(spec["teachers"]),

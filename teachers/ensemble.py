@@ -23,13 +23,14 @@ from pate.teachers.chunks import (
     EnsembleJob,
     chunk_rows,
     chunk_size_for,
+    chunk_task,
     finished_result,
     plan_chunks,
     prediction_arrays,
     read_back_chunk,
     save_chunk,
 )
-from pate.teachers.cluster import ChunkTask, ClusterConfig, progress_name, train_chunk
+from pate.teachers.cluster import ClusterConfig, progress_name, train_chunk
 from pate.teachers.devices import resolve_device
 from pate.teachers.ensemble_dir import FORMAT_VERSION, PROGRESS, open_out_dir, peek_state
 from pate.teachers.errors import ConfigError
@@ -170,8 +171,8 @@ def train_teachers(
     job = EnsembleJob(data, shards, seeds, config, trainer, device, out)
     if on_ray:
         return train_in_ray_session(job, cluster, state, fingerprint, progress)
-    chunk_size = chunk_size_for(state, config, data, len(shards), num_classes, device, None, None)
-    return _train_here(job, plan_chunks(job, state, fingerprint, chunk_size, ""), progress)
+    plan = plan_chunks(job, state, fingerprint, chunk_size_for(job, state))
+    return _train_here(job, plan, progress)
 
 
 def _checked_arguments(config, cluster, resume) -> TeacherConfig:
@@ -284,16 +285,7 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
             eval_preds[lo:hi] = outcome.eval_predictions
             if out is not None:
                 params = outcome.unit.stacked_params()
-                save_chunk(
-                    out,
-                    plan.state,
-                    ci,
-                    (lo, hi),
-                    params,
-                    public_preds[lo:hi],
-                    eval_preds[lo:hi],
-                    local=True,
-                )
+                save_chunk(out, plan, ci, (lo, hi), params, public_preds, eval_preds, local=True)
             del outcome
     finally:
         bar.close()
@@ -337,23 +329,19 @@ def _train_chunk_here(job: EnsembleJob, ci, members, held, x_pub, x_eval, *, on_
     shards' rows read for it (dropped when it returns)."""
     import torch
 
-    data, device, out = job.data, job.device, job.out
+    device, out = job.device, job.out
     member_shards = [job.shards[t] for t in members]
     if held is None:
-        x_c, y_c, member_shards = chunk_rows(data.private, member_shards)
+        x_c, y_c, member_shards = chunk_rows(job.data.private, member_shards)
         x_priv, y_priv = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
         del x_c, y_c
     else:
         x_priv, y_priv = held
-    task = ChunkTask(
-        trainer=job.trainer,
-        config=job.config,
-        chunk=ci,
-        seeds=[job.seeds[t] for t in members],
-        shards=member_shards,
-        input_shape=data.input_shape,
-        num_classes=int(data.num_classes),
-        device=device,
+    task = chunk_task(
+        job,
+        ci,
+        members,
+        member_shards,
         resume_from=() if out is None else (out / PROGRESS, out / progress_name(ci)),
         checkpoint_path=None if out is None else out / PROGRESS,
     )

@@ -13,6 +13,7 @@ from pate.teachers.chunks import (
     EnsembleJob,
     chunk_rows,
     chunk_size_for,
+    chunk_task,
     finished_result,
     plan_chunks,
     prediction_arrays,
@@ -29,30 +30,17 @@ __all__ = ["train_in_ray_session"]
 def train_in_ray_session(
     job: EnsembleJob, cluster: ClusterConfig, state, fingerprint, progress
 ) -> EnsembleResult:
-    """The chunks planned for the cluster's task slots and trained on Ray."""
+    """The chunks planned for the cluster's task slots and trained as Ray tasks; the driver
+    keeps ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
     with RaySession(cluster) as session:
-        data = job.data
-        chunk_size = chunk_size_for(
-            state,
-            job.config,
-            data,
-            len(job.shards),
-            int(data.num_classes),
-            job.device,
-            session,
-            cluster,
-        )
         where = f"on Ray ({session.slots} task slot(s))"
-        return _train_on_ray(
-            job, session, plan_chunks(job, state, fingerprint, chunk_size, where), progress
-        )
+        plan = plan_chunks(job, state, fingerprint, chunk_size_for(job, state, session), where)
+        return _train_on_ray(job, session, plan, progress)
 
 
 def _train_on_ray(
     job: EnsembleJob, session: RaySession, plan: ChunkPlan, progress
 ) -> EnsembleResult:
-    """The chunks as Ray tasks (:class:`pate.teachers.cluster.RaySession`); the driver keeps
-    ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
     data, out, chunks = job.data, job.out, plan.chunks
     public_preds, eval_preds = prediction_arrays(data, len(job.shards))
     completed = set(plan.state["completed"]) if out is not None else set()
@@ -70,16 +58,7 @@ def _train_on_ray(
         eval_preds[lo:hi] = result["eval_predictions"]
         if out is not None:
             params = result["params"]
-            save_chunk(
-                out,
-                plan.state,
-                ci,
-                (lo, hi),
-                params,
-                public_preds[lo:hi],
-                eval_preds[lo:hi],
-                local=False,
-            )
+            save_chunk(out, plan, ci, (lo, hi), params, public_preds, eval_preds, local=False)
         workers[ci] = result["worker"]
 
     started = time.perf_counter()
@@ -116,16 +95,9 @@ def _ray_jobs(job: EnsembleJob, session: RaySession, chunks, todo):
         members = chunks[ci]
         x_c, y_c, local = chunk_rows(data.private, [job.shards[t] for t in members])
         spec = {
-            "chunk": ci,
+            "task": chunk_task(job, ci, members, local),
             "teachers": [members[0], members[-1] + 1],
-            "seeds": [job.seeds[t] for t in members],
-            "shards": local,
-            "config": job.config,
-            "trainer": job.trainer,
-            "device": job.device,
             "threads": session.cluster.cpus_per_task,
-            "input_shape": tuple(data.input_shape),
-            "num_classes": int(data.num_classes),
             "out_dir": None if out is None else str(out.resolve()),
         }
         yield ci, spec, x_c, y_c
