@@ -110,9 +110,6 @@ class ClusterConfig:
             )
         return "cuda"  # Ray makes the task's GPU(s) the visible ones
 
-    def settings(self) -> dict:
-        return dataclasses.asdict(self)
-
 
 # ----------------------------------------------------------------------------- one chunk
 

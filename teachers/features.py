@@ -244,16 +244,6 @@ class FeatureRows:
         )
 
 
-def _raw_features(x, shape, cache) -> feature_cache.CachedFeatures:
-    """ScatterNet features of ``x``: the cache's entry, or computed here (held in memory) a
-    chunk at a time, as the cache computes them."""
-    if cache is not None:
-        return scatter_features(x, cache=cache)
-    t0 = time.perf_counter()
-    out = stack_blocks(scatter_blocks(x, None), (len(x),) + shape)
-    return feature_cache.CachedFeatures(out, None, time.perf_counter() - t0)
-
-
 def feature_data(data, features: str, *, cache: feature_cache.FeatureCache | None = None):
     """``data`` with every split replaced by its standardised ``features`` (statistics of
     ``data.public`` only; ``"none"``: ``data`` itself), raw features read a chunk at a time."""
@@ -278,7 +268,7 @@ def feature_rows(data, features: str, *, cache: feature_cache.FeatureCache | Non
     public = scatter_features(data.public.x, cache=cache)
     norm = Standardizer.fit(public)
     splits = {
-        "private": FeatureRows(_raw_features(data.private.x, shape, cache), norm, data.private.y)
+        "private": FeatureRows(scatter_features(data.private.x, cache=cache), norm, data.private.y)
     }
     for name in ("public", "evaluation"):
         x = getattr(data, name).x
