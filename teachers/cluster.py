@@ -282,12 +282,6 @@ class RaySession:
             self._ray.shutdown()
             self.started = False
 
-    @property
-    def in_flight(self) -> int:
-        """Tasks submitted and not yet finished at most: two per task slot (one running, one
-        ready to start when it ends)."""
-        return 2 * self.slots
-
     def default_chunk_size(self, num_teachers: int, cap: int | None) -> int:
         """``teachers_per_task`` when unset: about four chunks per slot on CPUs (balance, short
         retries), one per slot on GPUs (the vectorized trainer wants many teachers at once)."""
@@ -314,14 +308,15 @@ class RaySession:
         x_eval,
         on_result: Callable[[int, dict], None],
         *,
-        progress: bool = True,
-        done: int = 0,
-        total: int | None = None,
+        progress: bool,
+        done: int,
+        total: int,
     ) -> None:
         """Submit ``jobs`` (an iterable of ``(chunk, spec, x_rows, y_rows)``, read one at a
-        time: at most :attr:`in_flight` tasks are submitted and not finished, so the driver and
+        time: at most two tasks per slot are submitted and not finished, so the driver and
         the object store hold the private rows of those chunks only), hand each finished
-        chunk's result to ``on_result(chunk, result)`` (on the driver, as they finish)."""
+        chunk's result to ``on_result(chunk, result)`` (on the driver, as they finish); the
+        progress bar counts ``done`` of ``total`` chunks."""
         from tqdm.auto import tqdm
 
         ray = self._ray
@@ -341,10 +336,10 @@ class RaySession:
             for chunk, spec, x_rows, y_rows in itertools.islice(jobs, 1):
                 pending[remote.remote(spec, x_rows, y_rows, pub_ref, eval_ref)] = chunk
 
-        for _ in range(self.in_flight):
+        for _ in range(2 * self.slots):  # in flight: one running per slot, one ready to start
             submit_next()
         bar = tqdm(
-            total=total if total is not None else done + len(pending),
+            total=total,
             initial=done,
             file=sys.stderr,
             disable=not progress,

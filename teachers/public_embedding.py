@@ -148,17 +148,14 @@ class RandomFourierFeatures:
     phases: np.ndarray
 
     @classmethod
-    def fit(
-        cls, public: np.ndarray, *, num_features: int = KERNEL_FEATURES, seed: int = KERNEL_SEED
-    ) -> RandomFourierFeatures:
-        num_features = check_int(num_features, "num_features", minimum=1)
+    def fit(cls, public: np.ndarray) -> RandomFourierFeatures:
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if pub.shape[0] < 2:
             raise InputError(f"the kernel features need at least 2 public rows, got {pub.shape[0]}")
         mean, std = pub.mean(axis=0), pub.std(axis=0)
         std = np.where(std > 1e-6, std, 1.0)
         z = np.clip((pub - mean) / std, -KERNEL_CLIP, KERNEL_CLIP)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(KERNEL_SEED)
         rows = rng.choice(len(z), size=min(KERNEL_BANDWIDTH_ROWS, len(z)), replace=False)
         sample = z[rows]
         sq = np.einsum("ij,ij->i", sample, sample)
@@ -167,8 +164,8 @@ class RandomFourierFeatures:
         positive = positive[positive > 1e-12]
         median = float(np.median(positive)) if positive.size else 1.0
         gamma = 1.0 / median
-        weights = rng.standard_normal((z.shape[1], num_features)) * np.sqrt(2.0 * gamma)
-        phases = rng.uniform(0.0, 2.0 * np.pi, num_features)
+        weights = rng.standard_normal((z.shape[1], KERNEL_FEATURES)) * np.sqrt(2.0 * gamma)
+        phases = rng.uniform(0.0, 2.0 * np.pi, KERNEL_FEATURES)
         return cls(mean=mean, std=std, weights=weights, phases=phases)
 
     def transform(self, rows: np.ndarray) -> np.ndarray:
@@ -231,17 +228,12 @@ class QuadraticFeatures:
             knots.append(at)
             scores.append(np.bincount(tied, weights=normal) / np.bincount(tied))
         out = cls(knots=tuple(knots), scores=tuple(scores), centre=np.zeros(pub.shape[1]))
-        centre = out._scores(pub).mean(axis=0)
-        return cls(knots=out.knots, scores=out.scores, centre=centre)
-
-    @property
-    def columns(self) -> int:
-        return len(self.knots)
+        return dataclasses.replace(out, centre=out._scores(pub).mean(axis=0))
 
     def _scores(self, r: np.ndarray) -> np.ndarray:
         return (
             np.column_stack(
-                [np.interp(r[:, c], self.knots[c], self.scores[c]) for c in range(self.columns)]
+                [np.interp(r[:, c], self.knots[c], self.scores[c]) for c in range(len(self.knots))]
             )
             - self.centre
         )

@@ -56,11 +56,9 @@ def is_sklearn_model(model) -> bool:
     )
 
 
-#: ``epochs=None``: at least this many optimiser steps per teacher (a teacher on 20 records and
-#: batch 32 would otherwise train 20 steps) ...
+#: ``epochs=None``: at least this many optimiser steps per teacher, between these many epochs
+#: (why these numbers: docs/teachers.md, "Training length").
 MIN_TEACHER_STEPS = 200
-#: ... and between these many epochs (20: the former fixed default, measured on Fashion-MNIST;
-#: 200: a cap on the cost for tiny shards).
 AUTO_EPOCHS_RANGE = (20, 200)
 
 
