@@ -133,14 +133,10 @@ class RandomFourierFeatures:
     columns standardised with the PUBLIC ``mean`` / ``std`` and clipped to +-KERNEL_CLIP,
     ``weights`` (F, D) ~ N(0, 2 gamma) and ``phases`` (D,) ~ U[0, 2 pi) from the fixed public seed
     KERNEL_SEED, so <phi(x), phi(x')> ~ exp(-gamma ||z(x) - z(x')||^2) (a Gaussian kernel).
-    gamma = 1 / median squared distance between public rows (the median heuristic). Nothing here
-    looks at a private record: the map is fitted on the public split alone.
-
-    Why a class-means release needs it: its rule compares a query with the noisy class means, a
-    linear rule in the embedding. In the kernel's feature space the class mean is the class's
-    kernel mean embedding and the nearest-mean rule becomes a kernel rule (a Parzen-like
-    classifier), which separates classes a straight boundary cannot; the public PCA that follows
-    keeps the few directions the release can afford (``pate.core.tuned_defaults.kernel_dims``)."""
+    gamma = 1 / median squared distance between public rows (the median heuristic). Fitted on the
+    public split alone. In this space a class mean is the class's kernel mean embedding, so a
+    class-means release's nearest-mean rule becomes a kernel rule (docs/teachers.md,
+    ``KNN_FEATURES``)."""
 
     mean: np.ndarray
     std: np.ndarray
@@ -181,22 +177,11 @@ class QuadraticFeatures:
     columns' **public normal scores**: each column mapped by the monotone map that sends the
     PUBLIC split's quantiles to the standard normal's (z = Phi^-1(F_public(x)), linear between
     ``knots``, constant beyond the first and last: a wild value cannot dominate), then centred
-    on the public mean (``centre``: the public rows' z have mean exactly 0). Fitted on the public
-    split alone; nothing reads a private record.
-
-    Why normal scores: the "qda" rule models each class as a Gaussian; skewed or heavy-tailed
-    columns (counts, amounts, lognormal measurements) are far from one, and their squares even
-    more, so a few rows would set the release's clipping radius. After the public normal-score
-    map every column's public marginal is standard normal, whatever its scale or skew (a
-    Gaussian-copula view of the table); ties (integer codes) share the mean score of their
-    quantiles.
-
-    Why a class-means release needs it: the class sums of phi are the class sums of z and of
-    z z^T, so one release holds every class's mean and second-moment matrix, and the public
-    covariance of z is the public mean of z z^T. The "qda" rule
-    (:func:`pate.core.quadratic_rule.quadratic_discriminant`) reads back each class's Gaussian, a rule
-    quadratic in the inputs (nested shells, classes of several clusters, classes that differ in
-    spread), where a nearest-mean rule is linear in its embedding."""
+    on the public mean (``centre``: the public rows' z have mean exactly 0); ties (integer codes)
+    share the mean score of their quantiles. Fitted on the public split alone. Normal scores make
+    every column's public marginal standard normal, as the "qda" rule's Gaussians assume
+    (docs/plan.md); the class sums of phi hold every class's mean and second moments, which
+    :func:`pate.core.quadratic_rule.quadratic_discriminant` reads back (docs/own_data.md)."""
 
     knots: tuple
     scores: tuple
