@@ -1,7 +1,7 @@
 """The chunks of one teacher ensemble, whichever backend trains them: what every chunk shares
 (:class:`EnsembleJob`), how the ensemble is cut (:func:`plan_chunks`, :func:`chunk_size_for`),
 the rows a chunk reads (:func:`chunk_rows`), the files a finished chunk leaves
-(:func:`save_chunk`, :func:`read_back_chunk`) and the result (:func:`finished_result`). The
+(:func:`save_chunk`, :func:`read_back_finished`) and the result (:func:`finished_result`). The
 files' layout: :mod:`pate.teachers.ensemble`."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ __all__ = [
     "chunk_rows",
     "chunk_task",
     "prediction_arrays",
-    "read_back_chunk",
+    "read_back_finished",
     "save_chunk",
     "finished_result",
 ]
@@ -98,11 +98,21 @@ def prediction_arrays(data, num_teachers: int) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def read_back_chunk(out, ci, lo, hi, public_preds, eval_preds) -> None:
-    """A finished chunk of a resumed run: its predictions read from ``chunk_NNNN.pt``."""
-    saved = load_torch(out / f"chunk_{ci:04d}.pt")
-    public_preds[lo:hi] = saved["public_predictions"].numpy()
-    eval_preds[lo:hi] = saved["eval_predictions"].numpy()
+def read_back_finished(job: EnsembleJob, plan: ChunkPlan) -> tuple[np.ndarray, np.ndarray, list]:
+    """The (teachers, public) and (teachers, evaluation) prediction arrays, the rows of the
+    chunks a resumed run finished read back from their ``chunk_NNNN.pt``, and the chunks left
+    to train."""
+    public_preds, eval_preds = prediction_arrays(job.data, len(job.shards))
+    completed = set(plan.state["completed"]) if job.out is not None else set()
+    todo = []
+    for ci, members in enumerate(plan.chunks):
+        if ci not in completed:
+            todo.append(ci)
+            continue
+        saved = load_torch(job.out / f"chunk_{ci:04d}.pt")  # never trained again
+        public_preds[members[0] : members[-1] + 1] = saved["public_predictions"].numpy()
+        eval_preds[members[0] : members[-1] + 1] = saved["eval_predictions"].numpy()
+    return public_preds, eval_preds, todo
 
 
 def chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:

@@ -26,16 +26,14 @@ from pate.teachers.chunks import (
     chunk_task,
     finished_result,
     plan_chunks,
-    prediction_arrays,
-    read_back_chunk,
+    read_back_finished,
     save_chunk,
 )
-from pate.teachers.cluster import ClusterConfig, progress_name, train_chunk
+from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
 from pate.teachers.devices import resolve_device
 from pate.teachers.ensemble_dir import FORMAT_VERSION, PROGRESS, open_out_dir, peek_state
 from pate.teachers.errors import ConfigError
 from pate.teachers.features import FeatureRows, feature_rows
-from pate.teachers.ray_training import train_in_ray_session
 from pate.teachers.recipe import TeacherConfig
 from pate.teachers.result import EnsembleResult
 from pate.teachers.scaling import scale_warning, standardized_data
@@ -170,7 +168,7 @@ def train_teachers(
     out = pathlib.Path(out_dir) if out_dir is not None else None
     job = EnsembleJob(data, shards, seeds, config, trainer, device, out)
     if on_ray:
-        return train_in_ray_session(job, cluster, state, fingerprint, progress)
+        return _train_on_ray(job, cluster, state, fingerprint, progress)
     plan = plan_chunks(job, state, fingerprint, chunk_size_for(job, state))
     return _train_here(job, plan, progress)
 
@@ -261,10 +259,10 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     held = _held_private(data, device)  # None: a chunk's rows read when it starts
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
-    public_preds, eval_preds = prediction_arrays(data, len(job.shards))
-    completed = set(plan.state["completed"]) if out is not None else set()
+    public_preds, eval_preds, todo = read_back_finished(job, plan)
     bar = tqdm(
         total=len(chunks) * config.epochs,
+        initial=(len(chunks) - len(todo)) * config.epochs,
         file=sys.stderr,
         disable=not progress,
         desc="teachers",
@@ -273,12 +271,9 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     )
     started = time.perf_counter()
     try:
-        for ci, members in enumerate(chunks):
+        for ci in todo:
+            members = chunks[ci]
             lo, hi = members[0], members[-1] + 1
-            if ci in completed:
-                read_back_chunk(out, ci, lo, hi, public_preds, eval_preds)
-                bar.update(config.epochs)
-                continue
             bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
             outcome = _train_chunk_here(job, ci, members, held, x_pub, x_eval, on_epoch=bar.update)
             public_preds[lo:hi] = outcome.public_predictions
@@ -346,3 +341,66 @@ def _train_chunk_here(job: EnsembleJob, ci, members, held, x_pub, x_eval, *, on_
         checkpoint_path=None if out is None else out / PROGRESS,
     )
     return train_chunk(task, x_priv, y_priv, x_pub, x_eval, on_epoch=on_epoch)
+
+
+def _train_on_ray(
+    job: EnsembleJob, cluster: ClusterConfig, state, fingerprint, progress
+) -> EnsembleResult:
+    """The chunks planned for the cluster's task slots and trained as Ray tasks; the driver
+    keeps ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
+    with RaySession(cluster) as session:
+        where = f"on Ray ({session.slots} task slot(s))"
+        plan = plan_chunks(job, state, fingerprint, chunk_size_for(job, state, session), where)
+        data, out, chunks = job.data, job.out, plan.chunks
+        public_preds, eval_preds, todo = read_back_finished(job, plan)
+        workers: dict[int, dict] = {}
+
+        def on_result(ci: int, result: dict) -> None:
+            lo, hi = result["teachers"]
+            public_preds[lo:hi] = result["public_predictions"]
+            eval_preds[lo:hi] = result["eval_predictions"]
+            if out is not None:
+                params = result["params"]
+                save_chunk(out, plan, ci, (lo, hi), params, public_preds, eval_preds, local=False)
+            workers[ci] = result["worker"]
+
+        started = time.perf_counter()
+        session.run(
+            _ray_jobs(job, session, chunks, todo),
+            data.public.x,
+            data.evaluation.x,
+            on_result,
+            progress=progress,
+            done=len(chunks) - len(todo),
+            total=len(chunks),
+        )
+        seconds = time.perf_counter() - started
+        if out is not None and (out / PROGRESS).exists():
+            os.unlink(out / PROGRESS)  # a local run's, for a chunk finished above
+        result = finished_result(job, public_preds, eval_preds, plan.chunk_size, seconds)
+        execution = dict(
+            session.resources(),
+            teachers_per_task=plan.chunk_size,
+            num_chunks=len(chunks),
+            chunks_trained=len(todo),
+            chunks_reused=len(chunks) - len(todo),
+            workers={str(k): v for k, v in sorted(workers.items())},
+        )
+        return dataclasses.replace(result, execution=execution)
+
+
+def _ray_jobs(job: EnsembleJob, session: RaySession, chunks, todo):
+    """``(chunk, spec, x_rows, y_rows)`` of every chunk in ``todo``, built one at a time as the
+    session submits it: the driver holds the private rows of the chunks in flight only (the
+    task receives only its chunk's rows, the shards re-indexed into them)."""
+    data, out = job.data, job.out
+    for ci in todo:
+        members = chunks[ci]
+        x_c, y_c, local = chunk_rows(data.private, [job.shards[t] for t in members])
+        spec = {
+            "task": chunk_task(job, ci, members, local),
+            "teachers": [members[0], members[-1] + 1],
+            "threads": session.cluster.cpus_per_task,
+            "out_dir": None if out is None else str(out.resolve()),
+        }
+        yield ci, spec, x_c, y_c
