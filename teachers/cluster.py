@@ -20,6 +20,7 @@ import numpy as np
 
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_choice, check_int, check_nonnegative, describe
+from pate.teachers.ensemble_dir import PROGRESS
 from pate.teachers.errors import ConfigError
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
 ]
 
 BACKENDS = ("local", "ray")
-LOCAL_PROGRESS = "progress.pt"  # the local backend's checkpoint of the chunk in training
 TASK_NAME = "pate-teachers-chunk"  # a running task's process title is "ray::pate-teachers-chunk"
 
 
@@ -213,7 +213,7 @@ def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
     shared = out is not None and out.is_dir()  # the run directory is on shared storage
     ckpt = out / progress_name(spec["task"].chunk) if shared else None
     # a run started locally may have left this chunk half-trained in progress.pt
-    resume_from = (ckpt, out / LOCAL_PROGRESS) if shared else ()
+    resume_from = (ckpt, out / PROGRESS) if shared else ()
     task = dataclasses.replace(spec["task"], resume_from=resume_from, checkpoint_path=ckpt)
     outcome = train_chunk(task, *tensors)
     return {

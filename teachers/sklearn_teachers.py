@@ -69,9 +69,7 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     ) as bar:
         for ci, members in enumerate(plan.chunks):
             lo, hi = members[0], members[-1] + 1
-            saved = _chunk_predictions(
-                data, shards, seeds, config, ci, members, out=out, state=plan.state
-            )
+            saved = _chunk_predictions(job, ci, members, plan.state)
             public_preds[lo:hi] = saved["public_predictions"]
             eval_preds[lo:hi] = saved["eval_predictions"]
             bar.update(hi - lo)
@@ -94,10 +92,11 @@ def _check_two_classes(y: np.ndarray, shards) -> None:
             )
 
 
-def _chunk_predictions(data, shards, seeds, config, ci: int, members: list, *, out, state) -> dict:
+def _chunk_predictions(job: EnsembleJob, ci: int, members: list, state) -> dict:
     """The predictions of chunk ``ci`` (teachers ``members``): read back when a resumed run
     finished it, else fitted now, each teacher a clone of the recipe's estimator (and saved,
     with the state, when there is an output folder)."""
+    data, shards, seeds, config, out = job.data, job.shards, job.seeds, job.config, job.out
     lo, hi = members[0], members[-1] + 1
     expected = {
         "teachers": np.array([lo, hi], dtype=np.int64),
