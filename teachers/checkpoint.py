@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 
-from pate.analysis.errors import PateError
+from pate.analysis.errors import CorruptFileError
 from pate.core.io import atomic_write_bytes
 
 __all__ = [
@@ -26,13 +26,9 @@ __all__ = [
 ]
 
 
-class CheckpointError(PateError, ValueError):
+class CheckpointError(CorruptFileError):
     """A checkpoint in a run directory is missing, damaged, foreign or from another run: the
     message names the file and says what to delete; attribute ``path`` (a string) names it too."""
-
-    def __init__(self, message: str, *, path=None) -> None:
-        super().__init__(message)
-        self.path = None if path is None else str(path)
 
 
 def _default_remedy(path: pathlib.Path) -> str:
