@@ -157,14 +157,6 @@ def load_sklearn_chunk(
 ) -> dict:
     """Read a finished scikit-learn chunk (plain arrays, no pickles) and check it fits the run."""
     remedy = f"delete {str(path.parent)!r} (or use a new --run-dir) and train the teachers again"
-    legacy = path.with_suffix(".pkl")
-    if not path.exists() and legacy.exists():
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} is missing; {legacy.name} next to it is a pickle (written "
-            "by an older pate-learn, or planted) and is never loaded, because unpickling can run "
-            f"code; {remedy}",
-            path=path,
-        )
     arrays = load_plain_npz(path, keys=CHUNK_KEYS, remedy=remedy)
 
     def fail(why: str) -> CheckpointError:
