@@ -98,19 +98,17 @@ def load_plain_npz(path, *, keys, remedy: str | None = None) -> dict:
         ) from None
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise fail(f"is a single .npy array, not an .npz archive holding {sorted(keys)}")
-    try:
-        with loaded:
-            if set(loaded.files) != keys:
-                raise fail(f"holds arrays {sorted(loaded.files)}, expected {sorted(keys)}")
+    with loaded:
+        if set(loaded.files) != keys:
+            raise fail(f"holds arrays {sorted(loaded.files)}, expected {sorted(keys)}")
+        try:
             arrays = {k: loaded[k] for k in sorted(keys)}
-    except CheckpointError:
-        raise
-    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
-        # an object array needs pickles: refused by allow_pickle=False, never unpickled
-        raise fail(
-            f"holds an array that is damaged or not plain numbers "
-            f"({type(exc).__name__}: {_first_line(exc)})"
-        ) from None
+        except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+            # an object array needs pickles: refused by allow_pickle=False, never unpickled
+            raise fail(
+                f"holds an array that is damaged or not plain numbers "
+                f"({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
     for k, a in arrays.items():
         if a.dtype.hasobject or a.dtype.kind not in "biuf":
             raise fail(f"array {k!r} has dtype {a.dtype}, expected plain numbers")

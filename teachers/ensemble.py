@@ -32,7 +32,6 @@ from pate.teachers.chunks import (
 from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
 from pate.teachers.devices import resolve_device
 from pate.teachers.ensemble_dir import FORMAT_VERSION, PROGRESS, open_out_dir, peek_state
-from pate.teachers.errors import ConfigError
 from pate.teachers.features import FeatureRows, feature_rows
 from pate.teachers.recipe import TeacherConfig
 from pate.teachers.result import EnsembleResult
@@ -162,7 +161,8 @@ def train_teachers(
             )
         result = train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)
         return dataclasses.replace(result, execution={"backend": "local", "n_jobs": config.n_jobs})
-    device = _training_device(config, cluster if on_ray else None)
+    # under Ray each task's device (Ray gives each task its GPU, not this machine's)
+    device = cluster.task_device(config.device) if on_ray else resolve_device(config.device)
     trainer = _choose_trainer(config, data, device, peek_state(out_dir) if resume else None)
     state = open_out_dir(out_dir, fingerprint, resume)
     out = pathlib.Path(out_dir) if out_dir is not None else None
@@ -183,17 +183,6 @@ def _checked_arguments(config, cluster, resume) -> TeacherConfig:
         raise InputTypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
     check_bool(resume, "resume")
     return config
-
-
-def _training_device(config: TeacherConfig, ray_cluster: ClusterConfig | None) -> str:
-    """The device the teachers train on: under Ray each task's (Ray gives each task its GPU,
-    not this machine's), else this machine's."""
-    if ray_cluster is None:
-        return resolve_device(config.device)
-    try:
-        return ray_cluster.task_device(config.device)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"[cluster] {exc}") from None
 
 
 def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, object]:
