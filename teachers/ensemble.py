@@ -143,7 +143,12 @@ def train_teachers(
     atomically and ``resume=True`` continues an interrupted run to the same teachers.
     ``cluster`` with ``backend="ray"``: every chunk is a Ray task (same predictions).
     """
-    config = _checked_arguments(config, cluster, resume)
+    config = TeacherConfig() if config is None else config
+    if not isinstance(config, TeacherConfig):
+        raise InputTypeError(f"config must be a TeacherConfig, got {describe(config)}")
+    if cluster is not None and not isinstance(cluster, ClusterConfig):
+        raise InputTypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
+    check_bool(resume, "resume")
     shards = _check_shards(shards, len(data.private))
     config, data = _resolved(config, data, shards)
     seeds = _check_seeds(seeds, len(shards))
@@ -171,18 +176,6 @@ def train_teachers(
         return _train_on_ray(job, cluster, state, fingerprint, progress)
     plan = plan_chunks(job, state, fingerprint, chunk_size_for(job, state))
     return _train_here(job, plan, progress)
-
-
-def _checked_arguments(config, cluster, resume) -> TeacherConfig:
-    """The recipe (default :class:`TeacherConfig`), after the types of ``config``, ``cluster``
-    and ``resume`` were checked."""
-    config = TeacherConfig() if config is None else config
-    if not isinstance(config, TeacherConfig):
-        raise InputTypeError(f"config must be a TeacherConfig, got {describe(config)}")
-    if cluster is not None and not isinstance(cluster, ClusterConfig):
-        raise InputTypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
-    check_bool(resume, "resume")
-    return config
 
 
 def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, object]:
@@ -276,22 +269,15 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     seconds = time.perf_counter() - started
     result = finished_result(job, public_preds, eval_preds, plan.chunk_size, seconds)
     execution = {"backend": "local", "torch_threads": torch.get_num_threads()}
-    if job.trainer == "sequential":
-        execution["step_threads"] = _sequential_step_threads(data, config, device)
+    if job.trainer == "sequential":  # the threads a teacher's step runs on
+        from pate.teachers.schedule import init_teacher
+        from pate.teachers.sequential import step_threads
+
+        shape, classes = tuple(data.input_shape), int(data.num_classes)
+        model = init_teacher(config.model, 0, input_shape=shape, num_classes=classes)
+        count = step_threads(model, input_shape=shape, batch_size=config.batch_size, device=device)
+        execution["step_threads"] = count or torch.get_num_threads()
     return dataclasses.replace(result, execution=execution)
-
-
-def _sequential_step_threads(data, config, device) -> int:
-    """The threads a sequential teacher's step runs on (:func:`sequential.step_threads`)."""
-    import torch
-
-    from pate.teachers.schedule import init_teacher
-    from pate.teachers.sequential import step_threads
-
-    shape = tuple(data.input_shape)
-    model = init_teacher(config.model, 0, input_shape=shape, num_classes=int(data.num_classes))
-    count = step_threads(model, input_shape=shape, batch_size=config.batch_size, device=device)
-    return count or torch.get_num_threads()
 
 
 def _held_private(data, device):
