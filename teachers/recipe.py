@@ -215,6 +215,4 @@ class TeacherConfig:
             from pate.teachers.models import factory_name
 
             d["model"] = factory_name(d["model"])
-        if d.get("standardize") in ("none", "auto"):
-            del d["standardize"]  # raw inputs: the fingerprint of runs made before the setting
         return json.loads(json.dumps(d, default=repr))
