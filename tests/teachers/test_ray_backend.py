@@ -166,7 +166,7 @@ def test_the_driver_builds_a_chunks_rows_when_it_submits_it(
     ray_cluster, digits, tmp_path, monkeypatch
 ):
     """The private rows of a chunk are built when the session submits it, at most
-    ``in_flight`` (two per task slot) ahead of the finished chunks, not all before the first."""
+    two per task slot ahead of the finished chunks, not all before the first."""
     from pate.teachers import ensemble
 
     built, finished_at = [], []
