@@ -15,7 +15,7 @@ import zlib
 
 import numpy as np
 
-from pate.analysis.errors import PateError
+from pate.analysis.errors import CorruptFileError
 from pate.core.io import atomic_write_bytes
 
 __all__ = [
@@ -26,13 +26,9 @@ __all__ = [
 ]
 
 
-class CheckpointError(PateError, ValueError):
+class CheckpointError(CorruptFileError):
     """A checkpoint in a run directory is missing, damaged, foreign or from another run: the
     message names the file and says what to delete; attribute ``path`` (a string) names it too."""
-
-    def __init__(self, message: str, *, path=None) -> None:
-        super().__init__(message)
-        self.path = None if path is None else str(path)
 
 
 def _default_remedy(path: pathlib.Path) -> str:
@@ -102,19 +98,17 @@ def load_plain_npz(path, *, keys, remedy: str | None = None) -> dict:
         ) from None
     if not isinstance(loaded, np.lib.npyio.NpzFile):
         raise fail(f"is a single .npy array, not an .npz archive holding {sorted(keys)}")
-    try:
-        with loaded:
-            if set(loaded.files) != keys:
-                raise fail(f"holds arrays {sorted(loaded.files)}, expected {sorted(keys)}")
+    with loaded:
+        if set(loaded.files) != keys:
+            raise fail(f"holds arrays {sorted(loaded.files)}, expected {sorted(keys)}")
+        try:
             arrays = {k: loaded[k] for k in sorted(keys)}
-    except CheckpointError:
-        raise
-    except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
-        # an object array needs pickles: refused by allow_pickle=False, never unpickled
-        raise fail(
-            f"holds an array that is damaged or not plain numbers "
-            f"({type(exc).__name__}: {_first_line(exc)})"
-        ) from None
+        except (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+            # an object array needs pickles: refused by allow_pickle=False, never unpickled
+            raise fail(
+                f"holds an array that is damaged or not plain numbers "
+                f"({type(exc).__name__}: {_first_line(exc)})"
+            ) from None
     for k, a in arrays.items():
         if a.dtype.hasobject or a.dtype.kind not in "biuf":
             raise fail(f"array {k!r} has dtype {a.dtype}, expected plain numbers")

@@ -1,7 +1,7 @@
 """The chunks of one teacher ensemble, whichever backend trains them: what every chunk shares
 (:class:`EnsembleJob`), how the ensemble is cut (:func:`plan_chunks`, :func:`chunk_size_for`),
 the rows a chunk reads (:func:`chunk_rows`), the files a finished chunk leaves
-(:func:`save_chunk`, :func:`read_back_chunk`) and the result (:func:`finished_result`). The
+(:func:`save_chunk`, :func:`read_back_finished`) and the result (:func:`finished_result`). The
 files' layout: :mod:`pate.teachers.ensemble`."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from pate.core.io import atomic_write_json
 from pate.teachers.checkpoint import atomic_torch_save, load_torch
-from pate.teachers.cluster import progress_name
+from pate.teachers.cluster import ChunkTask, progress_name
 from pate.teachers.devices import available_bytes, choose_chunk_size
 from pate.teachers.ensemble_dir import PROGRESS, STATE
 from pate.teachers.features import FeatureRows
@@ -30,8 +30,9 @@ __all__ = [
     "plan_chunks",
     "chunk_size_for",
     "chunk_rows",
+    "chunk_task",
     "prediction_arrays",
-    "read_back_chunk",
+    "read_back_finished",
     "save_chunk",
     "finished_result",
 ]
@@ -97,11 +98,21 @@ def prediction_arrays(data, num_teachers: int) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
-def read_back_chunk(out, ci, lo, hi, public_preds, eval_preds) -> None:
-    """A finished chunk of a resumed run: its predictions read from ``chunk_NNNN.pt``."""
-    saved = load_torch(out / f"chunk_{ci:04d}.pt")
-    public_preds[lo:hi] = saved["public_predictions"].numpy()
-    eval_preds[lo:hi] = saved["eval_predictions"].numpy()
+def read_back_finished(job: EnsembleJob, plan: ChunkPlan) -> tuple[np.ndarray, np.ndarray, list]:
+    """The (teachers, public) and (teachers, evaluation) prediction arrays, the rows of the
+    chunks a resumed run finished read back from their ``chunk_NNNN.pt``, and the chunks left
+    to train."""
+    public_preds, eval_preds = prediction_arrays(job.data, len(job.shards))
+    completed = set(plan.state["completed"]) if job.out is not None else set()
+    todo = []
+    for ci, members in enumerate(plan.chunks):
+        if ci not in completed:
+            todo.append(ci)
+            continue
+        saved = load_torch(job.out / f"chunk_{ci:04d}.pt")  # never trained again
+        public_preds[members[0] : members[-1] + 1] = saved["public_predictions"].numpy()
+        eval_preds[members[0] : members[-1] + 1] = saved["eval_predictions"].numpy()
+    return public_preds, eval_preds, todo
 
 
 def chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
@@ -115,30 +126,47 @@ def chunk_rows(private, member_shards) -> tuple[np.ndarray, np.ndarray, list[np.
     return x, private.y[rows], local
 
 
-def chunk_size_for(state, config, data, num_teachers, num_classes, device, session, cluster) -> int:
-    """Teachers per chunk: a resumed run keeps its own; under Ray ``teachers_per_task``, else
-    ``chunk_size``, else from the cluster's task slots; locally ``chunk_size``, else from the
-    free memory."""
+def chunk_task(job: EnsembleJob, ci: int, members: list, shards: list, **files) -> ChunkTask:
+    """The :class:`ChunkTask` of chunk ``ci`` (teachers ``members``), their ``shards`` indexing
+    the rows the chunk is given; ``files``: its ``resume_from`` and ``checkpoint_path``."""
+    return ChunkTask(
+        trainer=job.trainer,
+        config=job.config,
+        chunk=ci,
+        seeds=[job.seeds[t] for t in members],
+        shards=shards,
+        input_shape=tuple(job.data.input_shape),
+        num_classes=int(job.data.num_classes),
+        device=job.device,
+        **files,
+    )
+
+
+def chunk_size_for(job: EnsembleJob, state, session=None) -> int:
+    """Teachers per chunk: a resumed run keeps its own; on the Ray ``session``
+    ``teachers_per_task``, else ``chunk_size``, else from the cluster's task slots; locally
+    ``chunk_size``, else from the free memory."""
     from pate.teachers.vectorized import per_teacher_bytes
 
+    config, data, num_teachers = job.config, job.data, len(job.shards)
     if state is not None and "chunk_size" in state:
         return int(state["chunk_size"])
     if session is not None:
-        if cluster.teachers_per_task is not None:
-            return min(cluster.teachers_per_task, num_teachers)
+        if session.cluster.teachers_per_task is not None:
+            return min(session.cluster.teachers_per_task, num_teachers)
         return session.default_chunk_size(num_teachers, config.chunk_size)
     if config.chunk_size is not None:
         return choose_chunk_size(num_teachers, 1, config.chunk_size)
     per_teacher = per_teacher_bytes(
         config.model,
         input_shape=data.input_shape,
-        num_classes=num_classes,
+        num_classes=int(data.num_classes),
         batch_size=config.batch_size,
     )
     budget = (
         int(config.memory_budget_mb * 2**20)
         if config.memory_budget_mb is not None
-        else available_bytes(device)
+        else available_bytes(job.device)
     )
     size = choose_chunk_size(num_teachers, per_teacher, budget)
     if isinstance(data.private, FeatureRows):  # the chunk's private rows are read for it
@@ -147,7 +175,9 @@ def chunk_size_for(state, config, data, num_teachers, num_classes, device, sessi
     return size
 
 
-def plan_chunks(job: EnsembleJob, state, fingerprint, chunk_size: int, where: str) -> ChunkPlan:
+def plan_chunks(
+    job: EnsembleJob, state, fingerprint, chunk_size: int, where: str = ""
+) -> ChunkPlan:
     """The chunks (lists of teacher indices) and the saved state (``state.json`` written)."""
     out, trainer, seeds = job.out, job.trainer, job.seeds
     num_teachers = len(seeds)
@@ -181,24 +211,26 @@ def plan_chunks(job: EnsembleJob, state, fingerprint, chunk_size: int, where: st
     return ChunkPlan(chunk_size, chunks, state)
 
 
-def save_chunk(out, state, ci, teachers, params, public, evaluation, *, local: bool) -> None:
-    """A finished chunk: ``chunk_NNNN.pt``, then ``state.json``, then its progress checkpoint
+def save_chunk(out, plan: ChunkPlan, ci, teachers, params, public, evaluation, *, local) -> None:
+    """A finished chunk (``teachers`` = (lo, hi), its rows of the prediction arrays ``public``
+    and ``evaluation``): ``chunk_NNNN.pt``, then ``state.json``, then its progress checkpoint
     goes (the same files and order whichever backend trained it). ``progress.pt`` is the chunk
     in training locally; under Ray it may be another chunk's (a run started locally): it goes
     when the stage ends."""
     import torch
 
+    lo, hi = teachers
     atomic_torch_save(
         out / f"chunk_{ci:04d}.pt",
         {
-            "teachers": list(teachers),
+            "teachers": [lo, hi],
             "params": params,
-            "public_predictions": torch.from_numpy(np.ascontiguousarray(public)),
-            "eval_predictions": torch.from_numpy(np.ascontiguousarray(evaluation)),
+            "public_predictions": torch.from_numpy(np.ascontiguousarray(public[lo:hi])),
+            "eval_predictions": torch.from_numpy(np.ascontiguousarray(evaluation[lo:hi])),
         },
     )
-    state["completed"] = sorted(set(state["completed"]) | {ci})
-    atomic_write_json(out / STATE, state)
+    plan.state["completed"] = sorted(set(plan.state["completed"]) | {ci})
+    atomic_write_json(out / STATE, plan.state)
     for name in ((PROGRESS,) if local else ()) + (progress_name(ci),):
         if (out / name).exists():
             os.unlink(out / name)

@@ -20,6 +20,7 @@ import numpy as np
 
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_choice, check_int, check_nonnegative, describe
+from pate.teachers.ensemble_dir import PROGRESS
 from pate.teachers.errors import ConfigError
 
 __all__ = [
@@ -33,7 +34,6 @@ __all__ = [
 ]
 
 BACKENDS = ("local", "ray")
-LOCAL_PROGRESS = "progress.pt"  # the local backend's checkpoint of the chunk in training
 TASK_NAME = "pate-teachers-chunk"  # a running task's process title is "ray::pate-teachers-chunk"
 
 
@@ -109,9 +109,6 @@ class ClusterConfig:
                 'each task its GPU); set gpus_per_task, or device = "auto"'
             )
         return "cuda"  # Ray makes the task's GPU(s) the visible ones
-
-    def settings(self) -> dict:
-        return dataclasses.asdict(self)
 
 
 # ----------------------------------------------------------------------------- one chunk
@@ -200,7 +197,8 @@ def train_chunk(
 
 
 def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
-    """One Ray task: train chunk ``spec["chunk"]`` and return its weights and predictions."""
+    """One Ray task: train ``spec["task"]`` (a :class:`ChunkTask`) and return its weights and
+    predictions."""
     import socket
     import warnings
 
@@ -208,27 +206,15 @@ def _chunk_task(spec: dict, x, y, x_public, x_eval) -> dict:
 
     torch.set_num_threads(int(spec["threads"]))  # the task's CPUs (as the local run's threads)
     started = time.perf_counter()
-    device = spec["device"]
     with warnings.catch_warnings():  # arrays from the object store are read-only; never written
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-        tensors = [torch.from_numpy(a).to(device) for a in (x, y, x_public, x_eval)]
+        tensors = [torch.from_numpy(a).to(spec["task"].device) for a in (x, y, x_public, x_eval)]
     out = pathlib.Path(spec["out_dir"]) if spec["out_dir"] is not None else None
     shared = out is not None and out.is_dir()  # the run directory is on shared storage
-    ckpt = out / progress_name(spec["chunk"]) if shared else None
+    ckpt = out / progress_name(spec["task"].chunk) if shared else None
     # a run started locally may have left this chunk half-trained in progress.pt
-    resume_from = [ckpt, out / LOCAL_PROGRESS] if shared else []
-    task = ChunkTask(
-        trainer=spec["trainer"],
-        config=spec["config"],
-        chunk=spec["chunk"],
-        seeds=spec["seeds"],
-        shards=spec["shards"],
-        input_shape=spec["input_shape"],
-        num_classes=spec["num_classes"],
-        device=device,
-        resume_from=tuple(resume_from),
-        checkpoint_path=ckpt,
-    )
+    resume_from = (ckpt, out / PROGRESS) if shared else ()
+    task = dataclasses.replace(spec["task"], resume_from=resume_from, checkpoint_path=ckpt)
     outcome = train_chunk(task, *tensors)
     return {
         "teachers": list(spec["teachers"]),
@@ -296,12 +282,6 @@ class RaySession:
             self._ray.shutdown()
             self.started = False
 
-    @property
-    def in_flight(self) -> int:
-        """Tasks submitted and not yet finished at most: two per task slot (one running, one
-        ready to start when it ends)."""
-        return 2 * self.slots
-
     def default_chunk_size(self, num_teachers: int, cap: int | None) -> int:
         """``teachers_per_task`` when unset: about four chunks per slot on CPUs (balance, short
         retries), one per slot on GPUs (the vectorized trainer wants many teachers at once)."""
@@ -328,14 +308,15 @@ class RaySession:
         x_eval,
         on_result: Callable[[int, dict], None],
         *,
-        progress: bool = True,
-        done: int = 0,
-        total: int | None = None,
+        progress: bool,
+        done: int,
+        total: int,
     ) -> None:
         """Submit ``jobs`` (an iterable of ``(chunk, spec, x_rows, y_rows)``, read one at a
-        time: at most :attr:`in_flight` tasks are submitted and not finished, so the driver and
+        time: at most two tasks per slot are submitted and not finished, so the driver and
         the object store hold the private rows of those chunks only), hand each finished
-        chunk's result to ``on_result(chunk, result)`` (on the driver, as they finish)."""
+        chunk's result to ``on_result(chunk, result)`` (on the driver, as they finish); the
+        progress bar counts ``done`` of ``total`` chunks."""
         from tqdm.auto import tqdm
 
         ray = self._ray
@@ -355,10 +336,10 @@ class RaySession:
             for chunk, spec, x_rows, y_rows in itertools.islice(jobs, 1):
                 pending[remote.remote(spec, x_rows, y_rows, pub_ref, eval_ref)] = chunk
 
-        for _ in range(self.in_flight):
+        for _ in range(2 * self.slots):  # in flight: one running per slot, one ready to start
             submit_next()
         bar = tqdm(
-            total=total if total is not None else done + len(pending),
+            total=total,
             initial=done,
             file=sys.stderr,
             disable=not progress,

@@ -58,8 +58,6 @@ def available_bytes(device: str) -> int:
         avail = info.get("MemAvailable", 8 << 30)
     except OSError:  # not Linux
         avail = 8 << 30
-    # CPU: at most half of what is free and at most 2 GiB, so that 250 Fashion-MNIST teachers
-    # stay well under 4 GB of peak RSS (data included), on a machine shared with other jobs.
     return int(min(avail * 0.5, 2 << 30))
 
 

@@ -23,18 +23,16 @@ from pate.teachers.chunks import (
     EnsembleJob,
     chunk_rows,
     chunk_size_for,
+    chunk_task,
     finished_result,
     plan_chunks,
-    prediction_arrays,
-    read_back_chunk,
+    read_back_finished,
     save_chunk,
 )
-from pate.teachers.cluster import ChunkTask, ClusterConfig, progress_name, train_chunk
+from pate.teachers.cluster import ClusterConfig, RaySession, progress_name, train_chunk
 from pate.teachers.devices import resolve_device
 from pate.teachers.ensemble_dir import FORMAT_VERSION, PROGRESS, open_out_dir, peek_state
-from pate.teachers.errors import ConfigError
 from pate.teachers.features import FeatureRows, feature_rows
-from pate.teachers.ray_training import train_in_ray_session
 from pate.teachers.recipe import TeacherConfig
 from pate.teachers.result import EnsembleResult
 from pate.teachers.scaling import scale_warning, standardized_data
@@ -145,7 +143,12 @@ def train_teachers(
     atomically and ``resume=True`` continues an interrupted run to the same teachers.
     ``cluster`` with ``backend="ray"``: every chunk is a Ray task (same predictions).
     """
-    config = _checked_arguments(config, cluster, resume)
+    config = TeacherConfig() if config is None else config
+    if not isinstance(config, TeacherConfig):
+        raise InputTypeError(f"config must be a TeacherConfig, got {describe(config)}")
+    if cluster is not None and not isinstance(cluster, ClusterConfig):
+        raise InputTypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
+    check_bool(resume, "resume")
     shards = _check_shards(shards, len(data.private))
     config, data = _resolved(config, data, shards)
     seeds = _check_seeds(seeds, len(shards))
@@ -163,38 +166,16 @@ def train_teachers(
             )
         result = train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, progress)
         return dataclasses.replace(result, execution={"backend": "local", "n_jobs": config.n_jobs})
-    device = _training_device(config, cluster if on_ray else None)
+    # under Ray each task's device (Ray gives each task its GPU, not this machine's)
+    device = cluster.task_device(config.device) if on_ray else resolve_device(config.device)
     trainer = _choose_trainer(config, data, device, peek_state(out_dir) if resume else None)
     state = open_out_dir(out_dir, fingerprint, resume)
     out = pathlib.Path(out_dir) if out_dir is not None else None
     job = EnsembleJob(data, shards, seeds, config, trainer, device, out)
     if on_ray:
-        return train_in_ray_session(job, cluster, state, fingerprint, progress)
-    chunk_size = chunk_size_for(state, config, data, len(shards), num_classes, device, None, None)
-    return _train_here(job, plan_chunks(job, state, fingerprint, chunk_size, ""), progress)
-
-
-def _checked_arguments(config, cluster, resume) -> TeacherConfig:
-    """The recipe (default :class:`TeacherConfig`), after the types of ``config``, ``cluster``
-    and ``resume`` were checked."""
-    config = TeacherConfig() if config is None else config
-    if not isinstance(config, TeacherConfig):
-        raise InputTypeError(f"config must be a TeacherConfig, got {describe(config)}")
-    if cluster is not None and not isinstance(cluster, ClusterConfig):
-        raise InputTypeError(f"cluster must be a ClusterConfig, got {describe(cluster)}")
-    check_bool(resume, "resume")
-    return config
-
-
-def _training_device(config: TeacherConfig, ray_cluster: ClusterConfig | None) -> str:
-    """The device the teachers train on: under Ray each task's (Ray gives each task its GPU,
-    not this machine's), else this machine's."""
-    if ray_cluster is None:
-        return resolve_device(config.device)
-    try:
-        return ray_cluster.task_device(config.device)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"[cluster] {exc}") from None
+        return _train_on_ray(job, cluster, state, fingerprint, progress)
+    plan = plan_chunks(job, state, fingerprint, chunk_size_for(job, state))
+    return _train_here(job, plan, progress)
 
 
 def _resolved(config: TeacherConfig, data, shards) -> tuple[TeacherConfig, object]:
@@ -260,10 +241,10 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     held = _held_private(data, device)  # None: a chunk's rows read when it starts
     x_pub = torch.from_numpy(data.public.x).to(device)
     x_eval = torch.from_numpy(data.evaluation.x).to(device)
-    public_preds, eval_preds = prediction_arrays(data, len(job.shards))
-    completed = set(plan.state["completed"]) if out is not None else set()
+    public_preds, eval_preds, todo = read_back_finished(job, plan)
     bar = tqdm(
         total=len(chunks) * config.epochs,
+        initial=(len(chunks) - len(todo)) * config.epochs,
         file=sys.stderr,
         disable=not progress,
         desc="teachers",
@@ -272,50 +253,31 @@ def _train_here(job: EnsembleJob, plan: ChunkPlan, progress) -> EnsembleResult:
     )
     started = time.perf_counter()
     try:
-        for ci, members in enumerate(chunks):
+        for ci in todo:
+            members = chunks[ci]
             lo, hi = members[0], members[-1] + 1
-            if ci in completed:
-                read_back_chunk(out, ci, lo, hi, public_preds, eval_preds)
-                bar.update(config.epochs)
-                continue
             bar.set_postfix_str(f"chunk {ci + 1}/{len(chunks)} ({len(members)} teachers)")
             outcome = _train_chunk_here(job, ci, members, held, x_pub, x_eval, on_epoch=bar.update)
             public_preds[lo:hi] = outcome.public_predictions
             eval_preds[lo:hi] = outcome.eval_predictions
             if out is not None:
                 params = outcome.unit.stacked_params()
-                save_chunk(
-                    out,
-                    plan.state,
-                    ci,
-                    (lo, hi),
-                    params,
-                    public_preds[lo:hi],
-                    eval_preds[lo:hi],
-                    local=True,
-                )
+                save_chunk(out, plan, ci, (lo, hi), params, public_preds, eval_preds, local=True)
             del outcome
     finally:
         bar.close()
     seconds = time.perf_counter() - started
     result = finished_result(job, public_preds, eval_preds, plan.chunk_size, seconds)
     execution = {"backend": "local", "torch_threads": torch.get_num_threads()}
-    if job.trainer == "sequential":
-        execution["step_threads"] = _sequential_step_threads(data, config, device)
+    if job.trainer == "sequential":  # the threads a teacher's step runs on
+        from pate.teachers.schedule import init_teacher
+        from pate.teachers.sequential import step_threads
+
+        shape, classes = tuple(data.input_shape), int(data.num_classes)
+        model = init_teacher(config.model, 0, input_shape=shape, num_classes=classes)
+        count = step_threads(model, input_shape=shape, batch_size=config.batch_size, device=device)
+        execution["step_threads"] = count or torch.get_num_threads()
     return dataclasses.replace(result, execution=execution)
-
-
-def _sequential_step_threads(data, config, device) -> int:
-    """The threads a sequential teacher's step runs on (:func:`sequential.step_threads`)."""
-    import torch
-
-    from pate.teachers.schedule import init_teacher
-    from pate.teachers.sequential import step_threads
-
-    shape = tuple(data.input_shape)
-    model = init_teacher(config.model, 0, input_shape=shape, num_classes=int(data.num_classes))
-    count = step_threads(model, input_shape=shape, batch_size=config.batch_size, device=device)
-    return count or torch.get_num_threads()
 
 
 def _held_private(data, device):
@@ -337,24 +299,83 @@ def _train_chunk_here(job: EnsembleJob, ci, members, held, x_pub, x_eval, *, on_
     shards' rows read for it (dropped when it returns)."""
     import torch
 
-    data, device, out = job.data, job.device, job.out
+    device, out = job.device, job.out
     member_shards = [job.shards[t] for t in members]
     if held is None:
-        x_c, y_c, member_shards = chunk_rows(data.private, member_shards)
+        x_c, y_c, member_shards = chunk_rows(job.data.private, member_shards)
         x_priv, y_priv = (torch.from_numpy(a).to(device) for a in (x_c, y_c))
         del x_c, y_c
     else:
         x_priv, y_priv = held
-    task = ChunkTask(
-        trainer=job.trainer,
-        config=job.config,
-        chunk=ci,
-        seeds=[job.seeds[t] for t in members],
-        shards=member_shards,
-        input_shape=data.input_shape,
-        num_classes=int(data.num_classes),
-        device=device,
+    task = chunk_task(
+        job,
+        ci,
+        members,
+        member_shards,
         resume_from=() if out is None else (out / PROGRESS, out / progress_name(ci)),
         checkpoint_path=None if out is None else out / PROGRESS,
     )
     return train_chunk(task, x_priv, y_priv, x_pub, x_eval, on_epoch=on_epoch)
+
+
+def _train_on_ray(
+    job: EnsembleJob, cluster: ClusterConfig, state, fingerprint, progress
+) -> EnsembleResult:
+    """The chunks planned for the cluster's task slots and trained as Ray tasks; the driver
+    keeps ``state.json`` and writes every ``chunk_NNNN.pt``, in the local backend's format."""
+    with RaySession(cluster) as session:
+        where = f"on Ray ({session.slots} task slot(s))"
+        plan = plan_chunks(job, state, fingerprint, chunk_size_for(job, state, session), where)
+        data, out, chunks = job.data, job.out, plan.chunks
+        public_preds, eval_preds, todo = read_back_finished(job, plan)
+        workers: dict[int, dict] = {}
+
+        def on_result(ci: int, result: dict) -> None:
+            lo, hi = result["teachers"]
+            public_preds[lo:hi] = result["public_predictions"]
+            eval_preds[lo:hi] = result["eval_predictions"]
+            if out is not None:
+                params = result["params"]
+                save_chunk(out, plan, ci, (lo, hi), params, public_preds, eval_preds, local=False)
+            workers[ci] = result["worker"]
+
+        started = time.perf_counter()
+        session.run(
+            _ray_jobs(job, session, chunks, todo),
+            data.public.x,
+            data.evaluation.x,
+            on_result,
+            progress=progress,
+            done=len(chunks) - len(todo),
+            total=len(chunks),
+        )
+        seconds = time.perf_counter() - started
+        if out is not None and (out / PROGRESS).exists():
+            os.unlink(out / PROGRESS)  # a local run's, for a chunk finished above
+        result = finished_result(job, public_preds, eval_preds, plan.chunk_size, seconds)
+        execution = dict(
+            session.resources(),
+            teachers_per_task=plan.chunk_size,
+            num_chunks=len(chunks),
+            chunks_trained=len(todo),
+            chunks_reused=len(chunks) - len(todo),
+            workers={str(k): v for k, v in sorted(workers.items())},
+        )
+        return dataclasses.replace(result, execution=execution)
+
+
+def _ray_jobs(job: EnsembleJob, session: RaySession, chunks, todo):
+    """``(chunk, spec, x_rows, y_rows)`` of every chunk in ``todo``, built one at a time as the
+    session submits it: the driver holds the private rows of the chunks in flight only (the
+    task receives only its chunk's rows, the shards re-indexed into them)."""
+    data, out = job.data, job.out
+    for ci in todo:
+        members = chunks[ci]
+        x_c, y_c, local = chunk_rows(data.private, [job.shards[t] for t in members])
+        spec = {
+            "task": chunk_task(job, ci, members, local),
+            "teachers": [members[0], members[-1] + 1],
+            "threads": session.cluster.cpus_per_task,
+            "out_dir": None if out is None else str(out.resolve()),
+        }
+        yield ci, spec, x_c, y_c

@@ -32,6 +32,7 @@ __all__ = [
     "feature_rows",
     "FeatureRows",
     "feature_shape",
+    "stack_blocks",
 ]
 
 FEATURES = ("none", "scatternet")
@@ -147,7 +148,7 @@ def scatter_blocks(x: np.ndarray, cache) -> iter:
         yield apply(x[i : i + feature_cache.CHUNK_ROWS])
 
 
-def _stacked(blocks, shape: tuple, transform=None) -> np.ndarray:
+def stack_blocks(blocks, shape: tuple, transform=None) -> np.ndarray:
     """float32 (N, *shape[1:]) filled from ``blocks`` of rows in order, each ``transform``ed."""
     out, i = np.empty(shape, dtype=np.float32), 0
     for block in blocks:
@@ -239,18 +240,8 @@ class FeatureRows:
         from pate.teachers.data import ArraySplit
 
         return ArraySplit(
-            _stacked(self.raw.chunks(), self.shape, self.standardizer.transform), self.y
+            stack_blocks(self.raw.chunks(), self.shape, self.standardizer.transform), self.y
         )
-
-
-def _raw_features(x, shape, cache) -> feature_cache.CachedFeatures:
-    """ScatterNet features of ``x``: the cache's entry, or computed here (held in memory) a
-    chunk at a time, as the cache computes them."""
-    if cache is not None:
-        return scatter_features(x, cache=cache)
-    t0 = time.perf_counter()
-    out = _stacked(scatter_blocks(x, None), (len(x),) + shape)
-    return feature_cache.CachedFeatures(out, None, time.perf_counter() - t0)
 
 
 def feature_data(data, features: str, *, cache: feature_cache.FeatureCache | None = None):
@@ -277,12 +268,12 @@ def feature_rows(data, features: str, *, cache: feature_cache.FeatureCache | Non
     public = scatter_features(data.public.x, cache=cache)
     norm = Standardizer.fit(public)
     splits = {
-        "private": FeatureRows(_raw_features(data.private.x, shape, cache), norm, data.private.y)
+        "private": FeatureRows(scatter_features(data.private.x, cache=cache), norm, data.private.y)
     }
     for name in ("public", "evaluation"):
         x = getattr(data, name).x
         blocks = public.chunks() if name == "public" else scatter_blocks(x, cache)
-        out = _stacked(blocks, (len(x),) + shape, norm.transform)
+        out = stack_blocks(blocks, (len(x),) + shape, norm.transform)
         splits[name] = ArraySplit(out, getattr(data, name).y)
     logger.info(
         "features: ScatterNet (J=%d, L=%d) %s -> %s, normalised with public statistics",

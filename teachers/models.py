@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 
 from pate.analysis.errors import InputError, InputTypeError
 from pate.analysis.validation import check_int, describe
@@ -126,12 +127,6 @@ def _mlp(features: int, num_classes: int):
         nn.ReLU(),
         nn.Linear(128, num_classes),
     )
-
-
-def _linear(features: int, num_classes: int):
-    from torch import nn
-
-    return nn.Sequential(nn.Flatten(), nn.Linear(features, num_classes))
 
 
 def _scatter_cnn(input_shape: tuple[int, ...], num_classes: int):
@@ -264,11 +259,10 @@ def build_model(name: str, *, input_shape, num_classes: int):
         model = _small_cnn(channels, num_classes, side, hidden=128 if side == 28 else 64)
     elif name == "cnn32":
         model = _cnn32(_image_shape(name, input_shape, 32), num_classes)
-    elif name in ("mlp", "linear"):
-        features = 1
-        for s in input_shape:
-            features *= s
-        model = (_mlp if name == "mlp" else _linear)(features, num_classes)
+    elif name == "mlp":
+        model = _mlp(math.prod(input_shape), num_classes)
+    elif name == "linear":
+        model = nn.Sequential(nn.Flatten(), nn.Linear(math.prod(input_shape), num_classes))
     elif name == "scatter_cnn":
         model = _scatter_cnn(input_shape, num_classes)
     elif name == "scatternet_cnn":

@@ -7,26 +7,21 @@ from pate.analysis.validation import check_choice
 __all__ = ["StackedOptimizer", "OPTIMIZERS", "make_torch_optimizer"]
 
 OPTIMIZERS = ("adam", "adamw", "sgd")
+#: Adam's moment decay rates and denominator term, as ``torch.optim.Adam``'s defaults.
+BETAS, EPS = (0.9, 0.999), 1e-8
 
 
-def make_torch_optimizer(
-    name, parameters, *, lr, weight_decay=0.0, momentum=0.9, betas=(0.9, 0.999), eps=1e-8
-):
+def make_torch_optimizer(name, parameters, *, lr, weight_decay=0.0, momentum=0.9):
     """The ``torch.optim`` optimiser that :class:`StackedOptimizer` reproduces (sequential path)."""
     import torch
 
     check_choice(name, "optimizer", OPTIMIZERS)
-    if name == "adam":
-        return torch.optim.Adam(
-            parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=False
+    if name == "sgd":
+        return torch.optim.SGD(
+            parameters, lr=lr, momentum=momentum, weight_decay=weight_decay, foreach=False
         )
-    if name == "adamw":
-        return torch.optim.AdamW(
-            parameters, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=False
-        )
-    return torch.optim.SGD(
-        parameters, lr=lr, momentum=momentum, weight_decay=weight_decay, foreach=False
-    )
+    adam = torch.optim.Adam if name == "adam" else torch.optim.AdamW
+    return adam(parameters, lr=lr, betas=BETAS, eps=EPS, weight_decay=weight_decay, foreach=False)
 
 
 class StackedOptimizer:
@@ -44,14 +39,12 @@ class StackedOptimizer:
         lr: float = 1e-3,
         weight_decay: float = 0.0,
         momentum: float = 0.9,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
     ) -> None:
         import torch
 
         check_choice(name, "optimizer", OPTIMIZERS)
         self.name, self.lr, self.weight_decay = name, float(lr), float(weight_decay)
-        self.momentum, self.betas, self.eps = float(momentum), tuple(betas), float(eps)
+        self.momentum, self.betas, self.eps = float(momentum), BETAS, EPS
         first = next(iter(params.values()))
         self.num_teachers = int(first.shape[0])
         self.steps = torch.zeros(self.num_teachers, dtype=torch.float64, device=first.device)
@@ -93,20 +86,17 @@ class StackedOptimizer:
             for key, param in params.items():
                 grad = grads[key]
                 shape = (-1,) + (1,) * (param.dim() - 1)
+                mask = None if active is None else active.view(shape)
                 if self.name != "sgd":
-                    mask = None if active is None else active.view(shape)
                     self._adam_in_place(param, grad, self.state[key], shape, mask)
                     continue
-                new_param, new_state = self._sgd_update(param, grad, self.state[key], shape)
-                if active is None:
-                    param.copy_(new_param)
-                    for n, t in new_state.items():
-                        self.state[key][n].copy_(t)
-                else:
-                    mask = active.view(shape)
-                    param.copy_(torch.where(mask, new_param, param))
-                    for n, t in new_state.items():
-                        self.state[key][n].copy_(torch.where(mask, t, self.state[key][n]))
+                buf = self.state[key]["momentum_buffer"]
+                new_param, new_buf = self._sgd_update(param, grad, buf, shape)
+                if mask is not None:
+                    new_param = torch.where(mask, new_param, param)
+                    new_buf = torch.where(mask, new_buf, buf)
+                param.copy_(new_param)
+                buf.copy_(new_buf)
 
     def _bias_corrections(self, dtype, shape):
         """Per teacher: Adam's step size lr / (1 - beta1^t) and sqrt(1 - beta2^t)."""
@@ -154,18 +144,17 @@ class StackedOptimizer:
             mask, torch.tensor(value, dtype=like.dtype, device=like.device), identity
         )
 
-    def _sgd_update(self, param, grad, state, shape):
+    def _sgd_update(self, param, grad, buf, shape):
         """SGD (with momentum) for every teacher: the new weights and momentum buffer, copies
         that :meth:`step` keeps only for the active teachers."""
         lr, wd = self.lr, self.weight_decay
         if wd:
             grad = grad.add(param, alpha=wd)
-        buf = state["momentum_buffer"]
         if self.momentum:
             # torch.optim.SGD sets buf = grad on the first step; buf starts at 0, so
             # momentum * 0 + grad is that same value.
             first = (self.steps == 1).view(shape)
             new_buf = buf.mul(self.momentum).add(grad)
             new_buf = new_buf.where(~first, grad)
-            return param.add(new_buf, alpha=-lr), {"momentum_buffer": new_buf}
-        return param.add(grad, alpha=-lr), {"momentum_buffer": buf}
+            return param.add(new_buf, alpha=-lr), new_buf
+        return param.add(grad, alpha=-lr), buf

@@ -17,7 +17,13 @@ from pate.analysis.errors import InputError
 from pate.analysis.validation import check_choice, check_int
 from pate.core.quadratic_rule import QUADRATIC_MAX_WIDTH, quadratic_width
 from pate.teachers import feature_cache
-from pate.teachers.features import FEATURES, Standardizer, scatter_blocks, scatter_features
+from pate.teachers.features import (
+    FEATURES,
+    Standardizer,
+    scatter_blocks,
+    scatter_features,
+    stack_blocks,
+)
 
 __all__ = [
     "KNN_FEATURES",
@@ -79,17 +85,11 @@ class PublicPCA:
         return cls(mean=shift + unit * mean, axes=axes / unit)
 
     @classmethod
-    def fit_chunked(cls, public: np.ndarray, transform, *, dims: int, chunk: int) -> PublicPCA:
-        """The principal axes of ``transform(public)`` without holding it: its mean and second
-        moment are summed ``chunk`` rows at a time and the axes are the top eigenvectors of the
-        covariance (the same axes as :meth:`fit`'s SVD up to rounding, same sign rule)."""
-        return cls.fit_blocks(
-            (transform(public[i : i + chunk]) for i in range(0, len(public), chunk)), dims=dims
-        )
-
-    @classmethod
     def fit_blocks(cls, blocks, *, dims: int) -> PublicPCA:
-        """:meth:`fit_chunked` of rows given as an iterable of blocks (n_i, ...) (flattened)."""
+        """The principal axes of rows given as an iterable of blocks (n_i, ...) (flattened),
+        without holding them: their mean and second moment are summed block by block and the
+        axes are the top eigenvectors of the covariance (the same axes as :meth:`fit`'s SVD up to
+        rounding, same sign rule)."""
         dims = check_int(dims, "dims", minimum=1)
         total, second, n = None, None, 0
         for block in blocks:
@@ -133,14 +133,10 @@ class RandomFourierFeatures:
     columns standardised with the PUBLIC ``mean`` / ``std`` and clipped to +-KERNEL_CLIP,
     ``weights`` (F, D) ~ N(0, 2 gamma) and ``phases`` (D,) ~ U[0, 2 pi) from the fixed public seed
     KERNEL_SEED, so <phi(x), phi(x')> ~ exp(-gamma ||z(x) - z(x')||^2) (a Gaussian kernel).
-    gamma = 1 / median squared distance between public rows (the median heuristic). Nothing here
-    looks at a private record: the map is fitted on the public split alone.
-
-    Why a class-means release needs it: its rule compares a query with the noisy class means, a
-    linear rule in the embedding. In the kernel's feature space the class mean is the class's
-    kernel mean embedding and the nearest-mean rule becomes a kernel rule (a Parzen-like
-    classifier), which separates classes a straight boundary cannot; the public PCA that follows
-    keeps the few directions the release can afford (``pate.core.tuned_defaults.kernel_dims``)."""
+    gamma = 1 / median squared distance between public rows (the median heuristic). Fitted on the
+    public split alone. In this space a class mean is the class's kernel mean embedding, so a
+    class-means release's nearest-mean rule becomes a kernel rule (docs/teachers.md,
+    ``KNN_FEATURES``)."""
 
     mean: np.ndarray
     std: np.ndarray
@@ -148,17 +144,14 @@ class RandomFourierFeatures:
     phases: np.ndarray
 
     @classmethod
-    def fit(
-        cls, public: np.ndarray, *, num_features: int = KERNEL_FEATURES, seed: int = KERNEL_SEED
-    ) -> RandomFourierFeatures:
-        num_features = check_int(num_features, "num_features", minimum=1)
+    def fit(cls, public: np.ndarray) -> RandomFourierFeatures:
         pub = np.asarray(public, dtype=np.float64).reshape(len(public), -1)
         if pub.shape[0] < 2:
             raise InputError(f"the kernel features need at least 2 public rows, got {pub.shape[0]}")
         mean, std = pub.mean(axis=0), pub.std(axis=0)
         std = np.where(std > 1e-6, std, 1.0)
         z = np.clip((pub - mean) / std, -KERNEL_CLIP, KERNEL_CLIP)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(KERNEL_SEED)
         rows = rng.choice(len(z), size=min(KERNEL_BANDWIDTH_ROWS, len(z)), replace=False)
         sample = z[rows]
         sq = np.einsum("ij,ij->i", sample, sample)
@@ -167,8 +160,8 @@ class RandomFourierFeatures:
         positive = positive[positive > 1e-12]
         median = float(np.median(positive)) if positive.size else 1.0
         gamma = 1.0 / median
-        weights = rng.standard_normal((z.shape[1], num_features)) * np.sqrt(2.0 * gamma)
-        phases = rng.uniform(0.0, 2.0 * np.pi, num_features)
+        weights = rng.standard_normal((z.shape[1], KERNEL_FEATURES)) * np.sqrt(2.0 * gamma)
+        phases = rng.uniform(0.0, 2.0 * np.pi, KERNEL_FEATURES)
         return cls(mean=mean, std=std, weights=weights, phases=phases)
 
     def transform(self, rows: np.ndarray) -> np.ndarray:
@@ -184,22 +177,11 @@ class QuadraticFeatures:
     columns' **public normal scores**: each column mapped by the monotone map that sends the
     PUBLIC split's quantiles to the standard normal's (z = Phi^-1(F_public(x)), linear between
     ``knots``, constant beyond the first and last: a wild value cannot dominate), then centred
-    on the public mean (``centre``: the public rows' z have mean exactly 0). Fitted on the public
-    split alone; nothing reads a private record.
-
-    Why normal scores: the "qda" rule models each class as a Gaussian; skewed or heavy-tailed
-    columns (counts, amounts, lognormal measurements) are far from one, and their squares even
-    more, so a few rows would set the release's clipping radius. After the public normal-score
-    map every column's public marginal is standard normal, whatever its scale or skew (a
-    Gaussian-copula view of the table); ties (integer codes) share the mean score of their
-    quantiles.
-
-    Why a class-means release needs it: the class sums of phi are the class sums of z and of
-    z z^T, so one release holds every class's mean and second-moment matrix, and the public
-    covariance of z is the public mean of z z^T. The "qda" rule
-    (:func:`pate.core.quadratic_rule.quadratic_discriminant`) reads back each class's Gaussian, a rule
-    quadratic in the inputs (nested shells, classes of several clusters, classes that differ in
-    spread), where a nearest-mean rule is linear in its embedding."""
+    on the public mean (``centre``: the public rows' z have mean exactly 0); ties (integer codes)
+    share the mean score of their quantiles. Fitted on the public split alone. Normal scores make
+    every column's public marginal standard normal, as the "qda" rule's Gaussians assume
+    (docs/plan.md); the class sums of phi hold every class's mean and second moments, which
+    :func:`pate.core.quadratic_rule.quadratic_discriminant` reads back (docs/own_data.md)."""
 
     knots: tuple
     scores: tuple
@@ -231,17 +213,12 @@ class QuadraticFeatures:
             knots.append(at)
             scores.append(np.bincount(tied, weights=normal) / np.bincount(tied))
         out = cls(knots=tuple(knots), scores=tuple(scores), centre=np.zeros(pub.shape[1]))
-        centre = out._scores(pub).mean(axis=0)
-        return cls(knots=out.knots, scores=out.scores, centre=centre)
-
-    @property
-    def columns(self) -> int:
-        return len(self.knots)
+        return dataclasses.replace(out, centre=out._scores(pub).mean(axis=0))
 
     def _scores(self, r: np.ndarray) -> np.ndarray:
         return (
             np.column_stack(
-                [np.interp(r[:, c], self.knots[c], self.scores[c]) for c in range(self.columns)]
+                [np.interp(r[:, c], self.knots[c], self.scores[c]) for c in range(len(self.knots))]
             )
             - self.centre
         )
@@ -285,31 +262,30 @@ class PublicFrontEnd:
         :func:`scatter_features`); their principal axes are those of the covariance summed a
         chunk at a time (:meth:`PublicPCA.fit_blocks`)."""
         check_choice(features, "features", KNN_FEATURES)
-        front, standardizer, kernel = np.asarray(public, dtype=np.float32), None, None
+        front = np.asarray(public, dtype=np.float32)
+        if features in ("kernel", "quadratic") and front.ndim != 2:
+            raise InputError(
+                f"features = {features!r} maps tables (rows of numbers); got inputs of shape "
+                f"{front.shape[1:]}"
+            )
         if features == "scatternet":
             # the public features are read a chunk at a time (twice for the statistics, once
             # for the axes' sums, once to embed): never a standardised float64 copy of them all
             raw = scatter_features(front, cache=cache)
             standardizer = Standardizer.fit(raw)
             pca = PublicPCA.fit_blocks((standardizer.transform(b) for b in raw.chunks()), dims=dims)
+            blocks = (pca.project(standardizer.transform(b)) for b in raw.chunks())
             out = cls(features=features, standardizer=standardizer, pca=pca)
-            return out, _concat(pca.project(standardizer.transform(b)) for b in raw.chunks())
+            return out, stack_blocks(blocks, (len(front), dims))
         if features == "kernel":
-            if front.ndim != 2:
-                raise InputError(
-                    f"features = 'kernel' maps tables (rows of numbers); got inputs "
-                    f"of shape {front.shape[1:]}"
-                )
             kernel = RandomFourierFeatures.fit(front)
-            pca = PublicPCA.fit_chunked(front, kernel.transform, dims=dims, chunk=KERNEL_CHUNK)
+            chunks = (
+                kernel.transform(front[i : i + KERNEL_CHUNK])
+                for i in range(0, len(front), KERNEL_CHUNK)
+            )
+            pca = PublicPCA.fit_blocks(chunks, dims=dims)
             out = cls(features=features, standardizer=None, pca=pca, kernel=kernel)
-            return out, out.embed(front)
-        if features == "quadratic":
-            if front.ndim != 2:
-                raise InputError(
-                    f"features = 'quadratic' maps tables (rows of numbers); got "
-                    f"inputs of shape {front.shape[1:]}"
-                )
+        elif features == "quadratic":
             quadratic = QuadraticFeatures.fit(front)
             # no reduction: the "qda" rule reads every class's moments back from the release.
             # The "PCA" only centres on the public mean (identity axes).
@@ -319,16 +295,13 @@ class PublicFrontEnd:
             ) / len(front)
             pca = PublicPCA(mean=phi_mean, axes=np.eye(phi_mean.shape[0]))
             out = cls(features=features, standardizer=None, pca=pca, kernel=quadratic)
-            return out, out.embed(front)
-        # a table's columns have units of their own: their axes are taken standardised with the
-        # public statistics (free; folded into the PCA, so the embedding and the rule head that
-        # copies the PCA are unchanged in form). Image pixels share a unit: as they are; the
-        # kernel map's features too (it standardised the columns itself).
-        pca = PublicPCA.fit(front, dims=dims, standardize=features == "none" and front.ndim == 2)
-        return (
-            cls(features=features, standardizer=standardizer, pca=pca, kernel=kernel),
-            pca.project(front),
-        )
+        else:
+            # a table's columns have units of their own: their axes are taken standardised with
+            # the public statistics (free; folded into the PCA, so the embedding and the rule
+            # head that copies the PCA are unchanged in form). Image pixels share a unit.
+            pca = PublicPCA.fit(front, dims=dims, standardize=front.ndim == 2)
+            out = cls(features=features, standardizer=None, pca=pca)
+        return out, out.embed(front)
 
     def embed(
         self, x: np.ndarray, *, cache: feature_cache.FeatureCache | None = None
@@ -336,51 +309,23 @@ class PublicFrontEnd:
         """float32 (N, dims); ScatterNet features read (or computed) a chunk of rows at a time
         (from the feature cache ``cache``, default the active one), never held all at once."""
         front = np.asarray(x, dtype=np.float32)
-        if self.kernel is not None:
-            return self._concat(self.embed_blocks(front))
-        if self.standardizer is not None:
-            return self._concat(self.embed_blocks(front, cache=cache), rows=len(front))
-        return self.pca.project(front)
+        if self.kernel is None and self.standardizer is None:
+            return self.pca.project(front)
+        return stack_blocks(
+            self.embed_blocks(front, cache=cache), (len(front), self.pca.axes.shape[0])
+        )
 
     def embed_blocks(self, x: np.ndarray, *, cache: feature_cache.FeatureCache | None = None):
         """The rows of :meth:`embed`, float32 (rows, dims) blocks in order, for a caller that
         writes them out as they come instead of holding (N, dims); the same values."""
         front = np.asarray(x, dtype=np.float32)
-        if self.kernel is not None:
-            for i in range(0, len(front), KERNEL_CHUNK):
-                yield self.pca.project(self.kernel.transform(front[i : i + KERNEL_CHUNK]))
-        elif self.standardizer is not None:
+        if self.standardizer is not None:
             for block in scatter_blocks(front, cache):
                 yield self.pca.project(self.standardizer.transform(block))
-        else:
-            for i in range(0, len(front), KERNEL_CHUNK):
-                yield self.pca.project(front[i : i + KERNEL_CHUNK])
-
-    def _concat(self, blocks, *, rows: int | None = None) -> np.ndarray:
-        """The blocks stacked; with ``rows`` (their total), written into one array as they
-        come (np.concatenate held every block and the result: twice the embeddings)."""
-        width = self.pca.axes.shape[0]
-        if rows is None:
-            return _concat(blocks, width=width)
-        out, i = np.empty((rows, width), dtype=np.float32), 0
-        for block in blocks:
-            out[i : i + len(block)] = block
-            i += len(block)
-        if i != rows:
-            raise RuntimeError(
-                f"the front-end gave {i} rows for {rows} inputs; this is a bug in pate-learn"
-            )
-        return out
-
-
-def _concat(blocks, *, width: int | None = None) -> np.ndarray:
-    """The blocks (n_i, dims) stacked; (0, width) float32 when there are none."""
-    blocks = list(blocks)
-    return (
-        np.concatenate(blocks)
-        if blocks
-        else np.zeros((0, 0 if width is None else width), dtype=np.float32)
-    )
+            return
+        for i in range(0, len(front), KERNEL_CHUNK):
+            block = front[i : i + KERNEL_CHUNK]
+            yield self.pca.project(block if self.kernel is None else self.kernel.transform(block))
 
 
 def public_pca_embedding(public: np.ndarray, *others: np.ndarray, dims: int):

@@ -56,11 +56,9 @@ def is_sklearn_model(model) -> bool:
     )
 
 
-#: ``epochs=None``: at least this many optimiser steps per teacher (a teacher on 20 records and
-#: batch 32 would otherwise train 20 steps) ...
+#: ``epochs=None``: at least this many optimiser steps per teacher, between these many epochs
+#: (why these numbers: docs/teachers.md, "Training length").
 MIN_TEACHER_STEPS = 200
-#: ... and between these many epochs (20: the former fixed default, measured on Fashion-MNIST;
-#: 200: a cap on the cost for tiny shards).
 AUTO_EPOCHS_RANGE = (20, 200)
 
 
@@ -217,6 +215,4 @@ class TeacherConfig:
             from pate.teachers.models import factory_name
 
             d["model"] = factory_name(d["model"])
-        if d.get("standardize") in ("none", "auto"):
-            del d["standardize"]  # raw inputs: the fingerprint of runs made before the setting
         return json.loads(json.dumps(d, default=repr))

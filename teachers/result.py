@@ -73,7 +73,7 @@ def ensemble_result(
     num_classes = int(data.num_classes)
     y_eval = data.evaluation.y
     acc = (eval_preds == y_eval[None, :]).mean(axis=1)
-    result = EnsembleResult(
+    return EnsembleResult(
         public_predictions=public_preds,
         eval_predictions=eval_preds,
         eval_labels=y_eval.copy(),
@@ -85,7 +85,6 @@ def ensemble_result(
         chunk_size=chunk_size,
         train_seconds=seconds,
     )
-    return result
 
 
 def write_result(out, result: EnsembleResult, config, dataset: str) -> None:

@@ -120,13 +120,12 @@ def scale_warning(public_x, model, *, role: str = "teacher") -> str | None:
     if ratio is None or ratio <= SCALE_RATIO_LIMIT:
         return None
     what = f"{role} model" if isinstance(model, str) else f"{role} model {type(model).__name__}"
-    setting = "teacher" if role == "teacher" else "student"
     return (
         f"the {what} gets the tabular inputs unscaled, and the public features' standard "
         f"deviations differ by a factor of {ratio:.3g} (above {SCALE_RATIO_LIMIT:g}): "
         f"gradient-trained and regularised models learn poorly on such inputs. Wrap a "
         f"scikit-learn model in make_pipeline(StandardScaler(), ...), standardise inside a "
-        f'torch model, or use {setting}="auto" (zoo models are standardised with public '
+        f'torch model, or use {role}="auto" (zoo models are standardised with public '
         f"statistics)"
     )
 

@@ -172,10 +172,7 @@ class SequentialChunk:
                 model.eval()
                 preds = []
                 for start in range(0, x.shape[0], batch):
-                    if self.amp:
-                        with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
-                            logits = model(x[start : start + batch])
-                    else:
+                    with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=self.amp):
                         logits = model(x[start : start + batch])
                     preds.append(logits.float().argmax(dim=-1).cpu())
                 out.append(torch.cat(preds))

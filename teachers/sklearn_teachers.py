@@ -17,8 +17,8 @@ import numpy as np
 from pate.analysis.errors import InputError, InputTypeError
 from pate.core.io import atomic_savez, atomic_write_json
 from pate.teachers.checkpoint import CheckpointError, load_plain_npz
+from pate.teachers.chunks import EnsembleJob, finished_result, plan_chunks, prediction_arrays
 from pate.teachers.ensemble_dir import STATE, open_out_dir
-from pate.teachers.result import ensemble_result, write_result
 
 __all__ = [
     "train_sklearn",
@@ -51,22 +51,13 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
     num_teachers = len(shards)
     _check_two_classes(data.private.y, shards)  # before any fitting
     state = open_out_dir(out_dir, fingerprint, resume)
-    chunk_size = (
-        int(state["chunk_size"])
-        if state and "chunk_size" in state
-        else (min(config.chunk_size or 25, num_teachers))
-    )
-    chunks = [
-        list(range(i, min(i + chunk_size, num_teachers)))
-        for i in range(0, num_teachers, chunk_size)
-    ]
     out = pathlib.Path(out_dir) if out_dir is not None else None
+    job = EnsembleJob(data, shards, seeds, config, "sklearn", "cpu", out)
+    chunk_size = min(config.chunk_size or 25, num_teachers)
+    plan = plan_chunks(job, state, fingerprint, int((state or {}).get("chunk_size", chunk_size)))
     if out is not None:
-        state = _start_state(
-            out, state, fingerprint, chunk_size=chunk_size, chunks=chunks, seeds=seeds
-        )
-    public_preds = np.empty((num_teachers, len(data.public)), dtype=np.int64)
-    eval_preds = np.empty((num_teachers, len(data.evaluation)), dtype=np.int64)
+        warn_about_pickles(out)
+    public_preds, eval_preds = prediction_arrays(data, num_teachers)
     started = time.perf_counter()
     with tqdm(
         total=num_teachers,
@@ -76,30 +67,18 @@ def train_sklearn(data, shards, seeds, config, fingerprint, out_dir, resume, pro
         unit="teacher",
         dynamic_ncols=True,
     ) as bar:
-        for ci, members in enumerate(chunks):
+        for ci, members in enumerate(plan.chunks):
             lo, hi = members[0], members[-1] + 1
-            saved = _chunk_predictions(
-                data, shards, seeds, config, ci, members, out=out, state=state
-            )
+            saved = _chunk_predictions(job, ci, members, plan.state)
             public_preds[lo:hi] = saved["public_predictions"]
             eval_preds[lo:hi] = saved["eval_predictions"]
             bar.update(hi - lo)
     bad = (public_preds < 0) | (public_preds >= data.num_classes)
     if np.any(bad):
         raise InputError(f"a scikit-learn teacher predicted labels outside [0, {data.num_classes})")
-    seconds = time.perf_counter() - started
-    result = ensemble_result(
-        data,
-        public_preds,
-        eval_preds,
-        trainer="sklearn",
-        device="cpu",
-        chunk_size=chunk_size,
-        seconds=seconds,
+    return finished_result(
+        job, public_preds, eval_preds, plan.chunk_size, time.perf_counter() - started
     )
-    if out is not None:
-        write_result(out, result, config, data.name)
-    return result
 
 
 def _check_two_classes(y: np.ndarray, shards) -> None:
@@ -113,29 +92,11 @@ def _check_two_classes(y: np.ndarray, shards) -> None:
             )
 
 
-def _start_state(
-    out: pathlib.Path, state: dict | None, fingerprint, *, chunk_size: int, chunks: list, seeds
-) -> dict:
-    """Write the output folder's state (its finished chunks kept) before any fitting, and log
-    any pickle in it."""
-    state = dict(
-        state or {},
-        fingerprint=fingerprint,
-        chunk_size=chunk_size,
-        num_chunks=len(chunks),
-        trainer="sklearn",
-        seeds=seeds,
-        completed=(state or {}).get("completed", []),
-    )
-    atomic_write_json(out / STATE, state)
-    warn_about_pickles(out)
-    return state
-
-
-def _chunk_predictions(data, shards, seeds, config, ci: int, members: list, *, out, state) -> dict:
+def _chunk_predictions(job: EnsembleJob, ci: int, members: list, state) -> dict:
     """The predictions of chunk ``ci`` (teachers ``members``): read back when a resumed run
     finished it, else fitted now, each teacher a clone of the recipe's estimator (and saved,
     with the state, when there is an output folder)."""
+    data, shards, seeds, config, out = job.data, job.shards, job.seeds, job.config, job.out
     lo, hi = members[0], members[-1] + 1
     expected = {
         "teachers": np.array([lo, hi], dtype=np.int64),
@@ -196,14 +157,6 @@ def load_sklearn_chunk(
 ) -> dict:
     """Read a finished scikit-learn chunk (plain arrays, no pickles) and check it fits the run."""
     remedy = f"delete {str(path.parent)!r} (or use a new --run-dir) and train the teachers again"
-    legacy = path.with_suffix(".pkl")
-    if not path.exists() and legacy.exists():
-        raise CheckpointError(
-            f"checkpoint {str(path)!r} is missing; {legacy.name} next to it is a pickle (written "
-            "by an older pate-learn, or planted) and is never loaded, because unpickling can run "
-            f"code; {remedy}",
-            path=path,
-        )
     arrays = load_plain_npz(path, keys=CHUNK_KEYS, remedy=remedy)
 
     def fail(why: str) -> CheckpointError:

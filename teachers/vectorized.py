@@ -35,9 +35,8 @@ def has_convolution(module) -> bool:
 
 
 def sequential_is_faster(model: str, input_shape, num_classes: int, *, device) -> bool:
-    """Whether ``trainer="auto"`` trains ``model`` one teacher after another on ``device``:
-    on a CPU when it has a convolution (benchmarks/teachers_vmap.py: vmap's grouped convolutions
-    are slow there); vmapped elsewhere and on a CPU without one (measured: docs/teachers.md)."""
+    """Whether ``trainer="auto"`` trains ``model`` one teacher after another on ``device``: on
+    a CPU when it has a convolution (vmap's grouped convolutions are slow there: docs/teachers.md)."""
     import torch
 
     if torch.device(device).type != "cpu":
@@ -301,13 +300,9 @@ class VectorizedChunk:
                 self.optimizer.step(self.params, grads, active)
 
     def predict(self, x, *, batch: int = EVAL_BATCH) -> np.ndarray:
-        """(T, N) int64 predicted labels of every teacher for inputs ``x`` (torch, on device).
-
-        On CUDA all teachers of the chunk predict at once (vmap); on CPU too when the model has no
-        convolution (the chunk's weights in one matrix product: the inputs are read once, not once
-        per teacher; measured: docs/teachers.md), else one teacher
-        at a time on large batches, faster there than a vmapped (grouped) convolution.
-        """
+        """(T, N) int64 predicted labels of every teacher for inputs ``x`` (torch, on device):
+        all teachers of the chunk at once (vmap) on CUDA, or on a CPU when the model has no
+        convolution; else one teacher at a time on large batches (docs/teachers.md)."""
         import torch
         from torch.func import functional_call
 

@@ -131,10 +131,10 @@ def test_resume_ignores_planted_pickles_and_equals_a_clean_run(
 def test_chunk_left_only_as_pickle_is_refused_unopened(digits, clean_run, tmp_path):
     out = tmp_path / "teachers"
     train_teachers(digits, _shards(digits), SEEDS, _config(), out_dir=out, progress=False)
-    (out / "chunk_0000.npz").unlink()  # what a run of the pickling version left behind
+    (out / "chunk_0000.npz").unlink()
     marker = tmp_path / "payload_ran"
-    (out / "chunk_0000.pkl").write_bytes(_payload_bytes(marker))
-    with pytest.raises(CheckpointError, match=r"chunk_0000\.npz.*missing.*never loaded.*delete"):
+    (out / "chunk_0000.pkl").write_bytes(_payload_bytes(marker))  # a planted pickle beside it
+    with pytest.raises(CheckpointError, match=r"chunk_0000\.npz.*missing.*delete"):
         train_teachers(
             digits, _shards(digits), SEEDS, _config(), out_dir=out, resume=True, progress=False
         )

@@ -166,11 +166,11 @@ def test_the_driver_builds_a_chunks_rows_when_it_submits_it(
     ray_cluster, digits, tmp_path, monkeypatch
 ):
     """The private rows of a chunk are built when the session submits it, at most
-    ``in_flight`` (two per task slot) ahead of the finished chunks, not all before the first."""
-    from pate.teachers import ray_training
+    two per task slot ahead of the finished chunks, not all before the first."""
+    from pate.teachers import ensemble
 
     built, finished_at = [], []
-    jobs, save = ray_training._ray_jobs, ray_training.save_chunk
+    jobs, save = ensemble._ray_jobs, ensemble.save_chunk
 
     def counted_jobs(*args, **kwargs):
         for job in jobs(*args, **kwargs):
@@ -181,8 +181,8 @@ def test_the_driver_builds_a_chunks_rows_when_it_submits_it(
         finished_at.append(len(built))
         return save(*args, **kwargs)
 
-    monkeypatch.setattr(ray_training, "_ray_jobs", counted_jobs)
-    monkeypatch.setattr(ray_training, "save_chunk", counted_save)
+    monkeypatch.setattr(ensemble, "_ray_jobs", counted_jobs)
+    monkeypatch.setattr(ensemble, "save_chunk", counted_save)
     shards = _shards(len(digits.private), len(SEEDS), 60)
     config = TeacherConfig(model="cnn8", epochs=1, batch_size=32, device="cpu")
     result = train_teachers(

