@@ -32,7 +32,7 @@ _BUDGET_COMMAND = re.compile(
     rf"pate budget set --dataset {_WORD} --eps (\S+) --delta (\S+) --conversion (\S+) "
     rf"--ledger {_WORD}"
 )
-_ASSIGNMENT = re.compile(r"\[(\w+)\] (\w+) = (\"(?:[^\"\\]|\\.)*\"|[-+\w.]+)")
+_ASSIGNMENT = re.compile(r"\[(\w+)\] (\w+) = (\"(?:[^\"\\]|\\.)*\"|'[^']*'|[-+\w.]+)")
 _TOML_KEY = re.compile(r"\[(\w+)\] (\w+)")
 #: the command line's own phrases, and what :func:`pate.fit` says instead
 _PHRASES = (

@@ -109,6 +109,10 @@ def test_the_python_front_end_words_keys_as_keywords():
         python_wording("[aggregator] target_eps exceeds [privacy] budget_eps; see [knn]")
         == "target_eps= exceeds budget_eps=; see [knn]"
     )
+    assert (
+        python_wording("[aggregator] mechanism = 'private-knn' needs k")
+        == "mechanism='private-knn' needs k"
+    )
 
 
 def test_an_unparsable_config_is_refused():
