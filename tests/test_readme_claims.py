@@ -134,3 +134,14 @@ def test_the_license_is_the_apache_2_text_pyproject_names():
     text = (REPO / "LICENSE").read_bytes()
     assert b"Apache License\n                           Version 2.0, January 2004" in text
     assert hashlib.sha256(text).hexdigest() == APACHE_2_SHA256
+
+
+def test_the_messy_tables_line_is_the_results_file():
+    """The README's messy-tables range and count are read from the committed results."""
+    rows = json.loads((REPO / "benchmarks/results/messy_tables.json").read_text())["rows"]
+    closed = [row["gap_closed"] for row in rows]
+    met = sum(row["meets_bar"] for row in rows)
+    line = re.search(r"Messy tables.*?training \(", README, flags=re.S).group(0)
+    line = " ".join(line.split())
+    assert f"closes {min(closed):.2f}–{max(closed):.2f} of the gap" in line
+    assert f"{met} of {len(rows)} tables meet 0.8 or are warned before training" in line
