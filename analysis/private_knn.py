@@ -208,14 +208,6 @@ def _log_a_frac(q: float, z: float, alpha: float) -> float:
     return math.inf
 
 
-def _check_args(
-    sampling_rate: float, noise_multiplier: float, orders: npt.ArrayLike
-) -> tuple[float, float, FloatArray]:
-    q = check_unit_interval(sampling_rate, "sampling_rate")
-    z = check_positive(noise_multiplier, "noise_multiplier")
-    return q, z, check_orders(orders)
-
-
 def _sampled_gaussian_rdp(q: float, z: float, orders: FloatArray) -> FloatArray:
     if q == 0.0:
         return np.zeros(orders.size)
@@ -249,8 +241,9 @@ def sampled_gaussian_rdp(
     alpha / (2 z^2), gamma = 0 gives 0. Valid for add/remove-one adjacency and any function of
     L2 sensitivity 1 (not only sums: see the derivation in the module docstring).
     """
-    q, z, grid = _check_args(sampling_rate, noise_multiplier, orders)
-    return _sampled_gaussian_rdp(q, z, grid)
+    q = check_unit_interval(sampling_rate, "sampling_rate")
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    return _sampled_gaussian_rdp(q, z, check_orders(orders))
 
 
 def private_knn_noise_multiplier(*, sigma1: float, sigma2: float) -> float:
@@ -287,12 +280,7 @@ def private_knn_event(
     ``rdp`` (data-dependent) equals its ``rdp_data_independent`` (there is no data-dependent
     bound for this mechanism). ``k`` and ``threshold`` do not enter the cost; they are recorded.
     """
-    arr = np.asarray(answered)
-    if arr.ndim != 1:
-        raise InputError(
-            f"answered must be a 1-D mask with one entry per asked query, got shape {arr.shape}"
-        )
-    mask = check_mask(arr, arr.shape[0], "answered")
+    mask = check_mask(answered, np.size(answered), "answered")
     k = check_int(k, "k", minimum=1)
     threshold = check_nonnegative(threshold, "threshold")
     grid = check_orders(orders)

@@ -240,17 +240,12 @@ def threshold_log_pr(max_vote: FloatArray, threshold: float, sigma: float) -> Fl
     return log_pr
 
 
-def _threshold_log_q_from_max(max_vote: FloatArray, threshold: float, sigma: float) -> FloatArray:
-    """log min(p, 1 - p) where p = Pr[answered]; 1 - p computed directly (no cancellation)."""
-    log_pr = threshold_log_pr(max_vote, threshold, sigma)
-    log_pr_not: FloatArray = log_ndtr((threshold - max_vote) / sigma)
-    return np.minimum(log_pr, log_pr_not)
-
-
 def threshold_rdp_from_max(
     max_vote: FloatArray, threshold: float, sigma: float, orders: FloatArray
 ) -> FloatArray:
-    log_q = _threshold_log_q_from_max(max_vote, threshold, sigma)
+    # q = min(p, 1 - p) with p = Pr[answered]; 1 - p computed directly (no cancellation).
+    log_pr_not: FloatArray = log_ndtr((threshold - max_vote) / sigma)
+    log_q = np.minimum(threshold_log_pr(max_vote, threshold, sigma), log_pr_not)
     return rdp_gaussian_from_log_q(log_q, 2**0.5 * sigma, orders)
 
 
@@ -401,11 +396,9 @@ def confident_gnmax_rdp(
     )
     sigma2 = check_positive(sigma2, "sigma2")
     orders = check_orders(orders)
-    if answered is not None:
-        answered = check_mask(answered, votes.shape[0], "answered")
     n = votes.shape[0]
     if answered is not None:
-        step2_weights = answered.astype(np.float64)
+        step2_weights = check_mask(answered, n, "answered").astype(np.float64)
     else:
         step2_weights = np.exp(threshold_log_pr(top_votes(votes, baseline), threshold, sigma1))
     if not data_dependent:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +38,13 @@ from scipy.special import erfc, erfcinv, log_ndtr
 
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.errors import InputError
-from pate.analysis.rdp import gnmax_log_q_unchecked, threshold_rdp_from_max, top_votes, unique_apply
+from pate.analysis.rdp import (
+    gnmax_log_q_unchecked,
+    logsumexp_rows,
+    threshold_rdp_from_max,
+    top_votes,
+    unique_apply,
+)
 from pate.analysis.validation import (
     check_baseline,
     check_int,
@@ -170,13 +175,10 @@ def _ls_gnmax_from_log_q(log_q: FloatArray, sigma: float, m: int, order: float) 
     return ls
 
 
-def _log_q_sorted(sorted_votes: IntArray, log_tail: FloatArray, m: int) -> FloatArray:
-    """Proposition 7 for rows sorted in non-increasing order (winner in column 0), with the
-    Gaussian tails looked up by integer gap: log_tail[g] = log Phi_c(g / (sqrt(2) sigma))."""
-    gaps = sorted_votes[:, :1] - sorted_votes[:, 1:]
-    terms = log_tail[gaps]
-    top = terms.max(axis=1)
-    log_q = top + np.log(np.exp(terms - top[:, None]).sum(axis=1))
+def _log_q_from_gaps(gaps: IntArray, log_tail: FloatArray, m: int) -> FloatArray:
+    """Proposition 7 from the winner's integer vote gaps to the other classes (last axis), the
+    Gaussian tails looked up by gap: log_tail[g] = log Phi_c(g / (sqrt(2) sigma))."""
+    log_q = logsumexp_rows(log_tail[gaps])
     capped: FloatArray = np.minimum(log_q, math.log(1.0 - 1.0 / m))
     return capped
 
@@ -266,15 +268,11 @@ def _walk_towards_q0(
         # of ties: the row stays sorted without a sort.
         last_tie = np.count_nonzero(block[:, 1:] == block[:, 1:2], axis=1)
         block[np.arange(block.shape[0]), last_tie] -= 1
-        lq = _log_q_sorted(block, log_tail, m)
+        lq = _log_q_from_gaps(block[:, :1] - block[:, 1:], log_tail, m)
         out_rows.append(rows)
         out_distance.append(np.full(rows.size, distance, dtype=np.int64))
         out_log_q.append(lq)
-    return (
-        _concat(out_rows, np.int64),
-        _concat(out_distance, np.int64),
-        _concat(out_log_q, np.float64),
-    )
+    return _concat(out_rows, out_distance, out_log_q)
 
 
 def _walk_towards_q1(
@@ -299,11 +297,7 @@ def _walk_towards_q1(
         gaps[:, :, 0] -= steps[None, :]
         # Steps beyond a row's stopping point are computed and discarded: clip their gaps.
         np.clip(gaps, 0, num_teachers, out=gaps)
-        terms = log_tail[gaps]
-        top = terms.max(axis=2)
-        lq = np.minimum(
-            top + np.log(np.exp(terms - top[:, :, None]).sum(axis=2)), math.log(1.0 - 1.0 / m)
-        )
+        lq = _log_q_from_gaps(gaps, log_tail, m)
         below = lq < log_q1
         taken = np.ones(below.shape, dtype=bool)
         taken[:, 1:] = np.logical_and.accumulate(below[:, :-1], axis=1)
@@ -314,15 +308,17 @@ def _walk_towards_q1(
         go_on = taken[:, -1] & below[:, -1]
         rows, gaps0 = rows[go_on], gaps0[go_on]
         start = int(steps[-1])
-    return (
-        _concat(out_rows, np.int64),
-        _concat(out_distance, np.int64),
-        _concat(out_log_q, np.float64),
-    )
+    return _concat(out_rows, out_distance, out_log_q)
 
 
-def _concat(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
-    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+def _concat(
+    rows: list[IntArray], distance: list[IntArray], log_q: list[FloatArray]
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """A walk's visited (rows, distances, log q), each list concatenated (empty if none)."""
+    if not rows:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0)
+    return np.concatenate(rows), np.concatenate(distance), np.concatenate(log_q)
 
 
 def local_sensitivity_gnmax(
