@@ -1,19 +1,11 @@
-"""Smooth sensitivity of the data-dependent RDP, and its sanitized (private) release.
-
-The data-dependent epsilon of [P18] is a function of the private votes, so it cannot be
-published as is. [P18] Section 4 / Appendix C releases it through the GNSS mechanism: add
-Gaussian noise scaled by the beta-smooth sensitivity of the RDP (Nissim, Raskhodnikova, Smith
-2007). This module computes
+"""Smooth sensitivity of the data-dependent RDP of [P18] (Section 4 / Appendix C).
 
 * local sensitivities LS(d): the largest change of one query's RDP (at a fixed order lambda)
   between two neighbouring vote histograms, over all histograms within distance d of the
   actual one ([P18] Algorithms 3-5, Propositions 13-14);
-* the beta-smooth sensitivity SS_beta = max_d e^{-beta d} LS(d);
-* the RDP cost of the GNSS release ([P18] Theorem 23) and conditions C5/C6 under which the
-  local sensitivity analysis applies.
-
-The reference's (non-private) parameter search and the private release with parameters fixed in
-advance are :mod:`pate.analysis.sanitized_release`.
+* the beta-smooth sensitivity SS_beta = max_d e^{-beta d} LS(d) (Nissim, Raskhodnikova, Smith
+  2007), the RDP cost of the GNSS release ([P18] Theorem 23) and conditions C5/C6 under which the
+  local sensitivity analysis applies. The release itself is :mod:`pate.analysis.sanitized_release`.
 
 Symbols: lambda (``order``) a Renyi order > 1; sigma2 the GNMax noise; T (``threshold``) and sigma1
 the threshold check; beta > 0 the smoothness parameter (lambda < 1/(2 beta)); sigma_ss the
@@ -330,10 +322,6 @@ def local_sensitivity_gnmax(
     the direction that brings q towards the plateau [q1, q0] (where LS is maximal), evaluating
     Algorithm 3 at each distance; beyond that point LS(d) is the plateau value. All queries walk
     in lock-step, and the Gaussian tails are looked up by integer vote gap.
-
-    (The reference's ``compute_smooth_sensitivity_gnmax`` passes its arguments to this
-    computation in the wrong order and raises TypeError; ``smooth_sensitivity(
-    local_sensitivity_gnmax(...), beta=...)`` is the intended computation.)
     """
     counts, num_teachers, order = validate_ls_args(votes, num_teachers, order)
     sigma = check_positive(sigma, "sigma")
