@@ -42,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
-from pate.analysis.rdp import logsumexp_rows
+from pate.analysis.rdp import log_union_bound, logsumexp_rows
 from pate.analysis.validation import (
     check_bool,
     check_delta,
@@ -78,13 +78,8 @@ def _log_pr_beats(gaps: FloatArray) -> FloatArray:
 
 def _log_q(votes: IntArray, gamma: float) -> FloatArray:
     """(n,) log q of Lemma 4 (union bound over j != j*), capped at log(1 - 1/m)."""
-    n, m = votes.shape
-    rows = np.arange(n)
-    winner = np.argmax(votes, axis=1)
-    gaps = gamma * (votes[rows, winner][:, None] - votes).astype(np.float64)
-    terms = _log_pr_beats(gaps)
-    terms[rows, winner] = -np.inf
-    return np.minimum(logsumexp_rows(terms), math.log1p(-1.0 / m))
+    log_q = log_union_bound(votes, lambda diff: _log_pr_beats(gamma * -diff))
+    return np.minimum(log_q, math.log1p(-1.0 / votes.shape[1]))
 
 
 def _log_q_approx(votes: IntArray, gamma: float) -> FloatArray:
