@@ -32,9 +32,9 @@ from pate.analysis.sensitivity import (
     check_conditions,
     gnss_rdp,
     smooth_sensitivity,
+    threshold_ls_sum,
     validate_ls_args,
     weighted_ls_gnmax_sum,
-    weighted_ls_threshold_sum,
 )
 from pate.analysis.validation import (
     check_baseline,
@@ -113,9 +113,7 @@ def _run_cost_and_ls(
                 lambda u: threshold_rdp_from_max(u, threshold, sigma1, orders),
             )[0]
         )
-        ls_total += weighted_ls_threshold_sum(
-            votes, ones, num_teachers, threshold, sigma1, order, baseline
-        )
+        ls_total += threshold_ls_sum(votes, num_teachers, threshold, sigma1, order, baseline)
     if ind2:
         rdp2 = float(np.sum(step2_weights)) * (order / sigma2**2)
     else:

@@ -167,11 +167,11 @@ def _ls_gnmax_from_log_q(log_q: FloatArray, sigma: float, m: int, order: float) 
     return ls
 
 
-def _log_q_from_gaps(gaps: IntArray, log_tail: FloatArray, m: int) -> FloatArray:
-    """Proposition 7 from the winner's integer vote gaps to the other classes (last axis), the
-    Gaussian tails looked up by gap: log_tail[g] = log Phi_c(g / (sqrt(2) sigma))."""
+def _log_q_from_gaps(gaps: IntArray, log_tail: FloatArray) -> FloatArray:
+    """Proposition 7 from the winner's integer vote gaps to the m - 1 other classes (last axis),
+    the Gaussian tails looked up by gap: log_tail[g] = log Phi_c(g / (sqrt(2) sigma))."""
     log_q = logsumexp_rows(log_tail[gaps])
-    capped: FloatArray = np.minimum(log_q, math.log(1.0 - 1.0 / m))
+    capped: FloatArray = np.minimum(log_q, math.log(1.0 - 1.0 / (gaps.shape[-1] + 1)))
     return capped
 
 
@@ -193,24 +193,20 @@ def _ls_gnmax_walk(
     num_teachers: int,
     sigma: float,
     order: float,
-    log_q: FloatArray | None = None,
+    log_q: FloatArray,
 ) -> tuple[float, IntArray, IntArray, FloatArray]:
     """[P18] Algorithms 4-5 for every query at once.
 
     Returns (plateau, rows, distances, values): LS_i(d) = values[j] where (rows[j], distances[j])
     = (i, d), and the plateau value everywhere else.
     """
-    n, m = votes.shape
+    m = votes.shape[1]
     log_q0 = _log_q0(sigma, order)
     log_q1 = _log_q1(sigma, order, m)
     plateau = float(_ls_gnmax_from_log_q(np.array([log_q1]), sigma, m, order)[0])
-    if n == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return plateau, empty, empty, np.zeros(0)
     log_tail: FloatArray = log_ndtr(
         -(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma**2))
     )
-    log_q = gnmax_log_q_unchecked(votes, sigma) if log_q is None else log_q
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
     # Walk every query, recording (row, distance, log q); Algorithm 3 is then evaluated once, on
     # the distinct log q values only. Rows above the plateau move votes from the runner-up to the
@@ -220,8 +216,8 @@ def _ls_gnmax_walk(
     visited_distance = [np.zeros(visited_rows[0].size, dtype=np.int64)]
     visited_log_q = [log_q[~in_plateau]]
     current = -np.sort(-votes, axis=1)
-    for walk in (_walk_towards_q0, _walk_towards_q1):
-        rows, distance, lq = walk(current, log_q, log_q0, log_q1, log_tail, num_teachers, m)
+    for walk, bound in ((_walk_towards_q0, log_q0), (_walk_towards_q1, log_q1)):
+        rows, distance, lq = walk(current, log_q, bound, log_tail, num_teachers)
         visited_rows.append(rows)
         visited_distance.append(distance)
         visited_log_q.append(lq)
@@ -235,13 +231,7 @@ _WALK_CHUNK = 16
 
 
 def _walk_towards_q0(
-    current: IntArray,
-    log_q: FloatArray,
-    log_q0: float,
-    log_q1: float,
-    log_tail: FloatArray,
-    num_teachers: int,
-    m: int,
+    current: IntArray, log_q: FloatArray, log_q0: float, log_tail: FloatArray, num_teachers: int
 ) -> tuple[IntArray, IntArray, FloatArray]:
     """Rows with log q > log q0: each step moves one vote from the runner-up to the leader and
     restores the non-increasing order; continue while log q > log q0 and a runner-up vote is left."""
@@ -260,7 +250,7 @@ def _walk_towards_q0(
         # of ties: the row stays sorted without a sort.
         last_tie = np.count_nonzero(block[:, 1:] == block[:, 1:2], axis=1)
         block[np.arange(block.shape[0]), last_tie] -= 1
-        lq = _log_q_from_gaps(block[:, :1] - block[:, 1:], log_tail, m)
+        lq = _log_q_from_gaps(block[:, :1] - block[:, 1:], log_tail)
         out_rows.append(rows)
         out_distance.append(np.full(rows.size, distance, dtype=np.int64))
         out_log_q.append(lq)
@@ -268,13 +258,7 @@ def _walk_towards_q0(
 
 
 def _walk_towards_q1(
-    current: IntArray,
-    log_q: FloatArray,
-    log_q0: float,
-    log_q1: float,
-    log_tail: FloatArray,
-    num_teachers: int,
-    m: int,
+    current: IntArray, log_q: FloatArray, log_q1: float, log_tail: FloatArray, num_teachers: int
 ) -> tuple[IntArray, IntArray, FloatArray]:
     """Rows with log q < log q1: step d moves d votes from the leader to the runner-up (the order
     cannot change while log q < log q1), so the gaps after d steps are g1 - 2d and g_j - d. Steps
@@ -289,7 +273,7 @@ def _walk_towards_q1(
         gaps[:, :, 0] -= steps[None, :]
         # Steps beyond a row's stopping point are computed and discarded: clip their gaps.
         np.clip(gaps, 0, num_teachers, out=gaps)
-        lq = _log_q_from_gaps(gaps, log_tail, m)
+        lq = _log_q_from_gaps(gaps, log_tail)
         below = lq < log_q1
         taken = np.ones(below.shape, dtype=bool)
         taken[:, 1:] = np.logical_and.accumulate(below[:, :-1], axis=1)
@@ -325,7 +309,8 @@ def local_sensitivity_gnmax(
     """
     counts, num_teachers, order = validate_ls_args(votes, num_teachers, order)
     sigma = check_positive(sigma, "sigma")
-    plateau, rows, distances, values = _ls_gnmax_walk(counts, num_teachers, sigma, order)
+    log_q = gnmax_log_q_unchecked(counts, sigma)
+    plateau, rows, distances, values = _ls_gnmax_walk(counts, num_teachers, sigma, order, log_q)
     result: FloatArray = np.full((counts.shape[0], num_teachers), plateau)
     result[rows, distances] = values
     return result
@@ -337,9 +322,10 @@ def weighted_ls_gnmax_sum(
     num_teachers: int,
     sigma: float,
     order: float,
-    log_q: FloatArray | None = None,
+    log_q: FloatArray,
 ) -> FloatArray:
-    """sum_i weights_i * LS_gnmax_i(d), shape (N,), without forming the (n, N) matrix."""
+    """sum_i weights_i * LS_gnmax_i(d), shape (N,), without forming the (n, N) matrix; ``log_q``
+    the votes' :func:`gnmax_log_q_unchecked` at ``sigma``."""
     plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order, log_q)
     total: FloatArray = np.full(num_teachers, plateau * float(np.sum(weights)))
     total += np.bincount(
@@ -348,18 +334,17 @@ def weighted_ls_gnmax_sum(
     return total
 
 
-def weighted_ls_threshold_sum(
+def threshold_ls_sum(
     votes: IntArray,
-    weights: FloatArray,
     num_teachers: int,
     threshold: float,
     sigma: float,
     order: float,
     baseline: FloatArray | None,
 ) -> FloatArray:
-    """sum_i weights_i * LS_threshold_i(d), shape (N,): LS depends only on the max vote."""
+    """sum_i LS_threshold_i(d), shape (N,): LS depends only on the max vote."""
     current = np.clip(top_votes(votes, baseline), 0, num_teachers).astype(np.int64)
-    mass = np.bincount(current, weights=weights, minlength=num_teachers + 1)
+    mass = np.bincount(current, minlength=num_teachers + 1)
     present = np.nonzero(mass)[0]
     table = _ls_threshold_table(num_teachers, threshold, sigma, order, present)
     total: FloatArray = mass[present] @ table
