@@ -90,30 +90,23 @@ def _run_cost_and_ls(
     data-dependent bound never beats the data-independent one at this order is charged the
     data-independent cost and contributes no local sensitivity.
     """
-    m = votes.shape[1]
     orders = np.array([order])
-    ones = np.ones(votes.shape[0])
-    # plain GNMax (threshold and sigma1 None, checked by the caller): no threshold check at all
-    ind1 = (
-        threshold is None
-        or sigma1 is None
-        or is_data_independent_step1(num_teachers, threshold, sigma1, order)
-    )
-    ind2 = is_data_independent_step2(num_teachers, m, sigma2, order)
     ls_total: FloatArray = np.zeros(num_teachers)
-    if threshold is None or sigma1 is None:
-        rdp1 = 0.0
-    elif ind1:
-        rdp1 = votes.shape[0] * (order / (2**0.5 * sigma1) ** 2)
-    else:
-        rdp1 = float(
-            unique_weighted_sum(
-                top_votes(votes, baseline),
-                ones,
-                lambda u: threshold_rdp_from_max(u, threshold, sigma1, orders),
-            )[0]
-        )
-        ls_total += threshold_ls_sum(votes, num_teachers, threshold, sigma1, order, baseline)
+    ind1, rdp1 = True, 0.0  # plain GNMax (threshold and sigma1 None): no threshold check at all
+    if threshold is not None and sigma1 is not None:
+        ind1 = is_data_independent_step1(num_teachers, threshold, sigma1, order)
+        if ind1:
+            rdp1 = votes.shape[0] * (order / (2**0.5 * sigma1) ** 2)
+        else:
+            rdp1 = float(
+                unique_weighted_sum(
+                    top_votes(votes, baseline),
+                    np.ones(votes.shape[0]),
+                    lambda u: threshold_rdp_from_max(u, threshold, sigma1, orders),
+                )[0]
+            )
+            ls_total += threshold_ls_sum(votes, num_teachers, threshold, sigma1, order, baseline)
+    ind2 = is_data_independent_step2(num_teachers, votes.shape[1], sigma2, order)
     if ind2:
         rdp2 = float(np.sum(step2_weights)) * (order / sigma2**2)
     else:
