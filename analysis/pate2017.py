@@ -53,14 +53,6 @@ from pate.analysis.validation import (
     check_votes,
 )
 
-__all__ = [
-    "lnmax_q_2017",
-    "lnmax_log_mgf",
-    "lnmax_moments_accountant",
-    "lnmax_sens_at_k_2017",
-    "lnmax_smoothed_sensitivity_2017",
-]
-
 _LOG_QUARTER = math.log(0.25)
 _LOG2 = math.log(2.0)
 # Rows processed at once when the smooth sensitivity expands every row over all distances:

@@ -110,15 +110,6 @@ from pate.analysis.validation import (
     check_unit_interval,
 )
 
-__all__ = [
-    "sampled_gaussian_rdp",
-    "private_knn_noise_multiplier",
-    "private_knn_query_rdp",
-    "private_knn_event",
-    "private_knn_log_pr_answered",
-    "calibrate_private_knn_sigma2",
-]
-
 _MAX_TERMS = 2**22
 _TAIL_LOG_TOL = -54.0 * math.log(2.0)
 #: Added to every log A_alpha (module docstring): covers the float64 rounding of the log-space sums.

@@ -58,18 +58,6 @@ from pate.analysis.validation import (
     check_votes,
 )
 
-__all__ = [
-    "gnmax_log_q",
-    "gnmax_rdp",
-    "threshold_log_pr_answered",
-    "threshold_rdp",
-    "lnmax_log_q",
-    "lnmax_rdp",
-    "confident_gnmax_rdp",
-    "eps_from_rdp",
-]
-
-
 # --------------------------------------------------------------------------- helpers
 
 

@@ -44,15 +44,6 @@ from pate.analysis.validation import (
     check_positive,
 )
 
-__all__ = [
-    "search_smooth_sensitivity_parameters",
-    "release_sanitized_epsilon",
-    "SanitizedRelease",
-    "NormalSource",
-    "smooth_sensitivity_dp_parameters",
-]
-
-
 # --------------------------------------------------------------------------- the parameter search
 
 

@@ -47,16 +47,6 @@ from pate.analysis.validation import (
     check_votes,
 )
 
-__all__ = [
-    "gnmax_log_q0",
-    "local_sensitivity_gnmax",
-    "local_sensitivity_threshold",
-    "smooth_sensitivity",
-    "gnss_rdp",
-    "gnss_rdp_curve",
-    "check_conditions",
-]
-
 # Below this log q, exp(log q) underflows or erfcinv loses all precision. BU and beta are
 # non-decreasing in q (conditions C5/C6), so evaluating BU at this larger q only overstates LS.
 _LOG_Q_FLOOR = -700.0
