@@ -154,8 +154,7 @@ def _sens_at_k(votes: IntArray, gamma: float, moment: float, ks: IntArray) -> Fl
     eps = 2.0 * gamma
     lam = np.array([moment])
     if 0.5 * gamma * moment > 1.0:
-        # The reference returns 0 here ("l too large"); 0 would understate. A moment bound lies
-        # in [0, cap], so no change can exceed cap.
+        # The reference's 0 ("l too large") would understate; no change can exceed cap.
         cap = float(_data_independent_log_mgf(eps, lam)[0])
         return np.full((votes.shape[0], ks.size), cap)
     c = -np.sort(-votes, axis=1)

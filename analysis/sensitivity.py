@@ -146,10 +146,9 @@ def _ls_gnmax_from_log_q(log_q: FloatArray, sigma: float, m: int, order: float) 
     log_q = np.where((log_q1 <= log_q) & (log_q <= log_q0), log_q1, log_q)
     beta = _rdp_gnmax_at(sigma, log_q, order, log_q0)
     q = np.exp(np.maximum(log_q, _LOG_Q_FLOOR))
-    z = erfcinv(2.0 * q / (m - 1))  # shared by BU(q) and BL(q)
     with np.errstate(divide="ignore"):
-        log_bu = np.log(np.minimum(1.0, (m - 1) / 2.0 * erfc(z - 1.0 / sigma)))
-        log_bl = np.log((m - 1) / 2.0 * erfc(z + 1.0 / sigma))
+        log_bu = np.log(_bu(q, sigma, m))
+        log_bl = np.log(_bl(q, sigma, m))
     beta_bu = _rdp_gnmax_at(sigma, log_bu, order, log_q0)
     # BL underflowing to 0 means beta(BL) is ~0: using 0 overstates LS (safe).
     beta_bl = np.where(np.isneginf(log_bl), 0.0, _rdp_gnmax_at(sigma, log_bl, order, log_q0))
