@@ -201,9 +201,10 @@ def lnmax_log_mgf(votes: npt.ArrayLike, *, noise_eps: float, moments: npt.ArrayL
         alpha(l) <= min( eps^2 l (l+1) / 2,  eps l,
                          log((1-q) ((1-q)/(1 - e^eps q))^l + q e^{eps l}) ),
 
-    the last term only where it is valid (q below :func:`_q_limit`, with its proof). Equals the
-    reference's ``logmgf_from_counts`` for gamma < log(2)/2 (the reference's own range of use),
-    in log-space (the reference's log(t) loses digits when t is close to 1).
+    the last term only where it is valid: q < 1/2 for eps < log 2 (the reference's condition,
+    proved in :func:`_q_limit`), else q < 1/(e^eps + 1) (the paper's). Equals the reference's
+    ``logmgf_from_counts`` for gamma < log(2)/2 (the reference's own range of use), in log-space
+    (the reference's log(t) loses digits when t is close to 1).
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")

@@ -70,11 +70,11 @@ are equal, and expand the power as a binomial series on each side (convergent si
                 + (1-gamma)^j gamma^{alpha-j} e^{((alpha-j)^2-(alpha-j))/(2z^2)} Phi((alpha-j-z0)/z) ],
 with the generalised binomial C(alpha, j) (its sign alternates for j > alpha). Everything is in log
 space with signs; the tail (j > alpha) alternates with decreasing magnitudes, and the sum stops at
-the first term past alpha below 2^-54 of the largest so far; the magnitude of that term is then
-*added* (an upper bound of the alternating remainder). A series that does
-not converge within 2^22 terms gives +inf at that order (conservative). 2^-48 + 2^-44 log A_alpha is
-added to every log A_alpha to cover float rounding, so the value returned is an upper bound. gamma = 1 is the Gaussian
-mechanism, alpha / (2 z^2); gamma = 0 releases nothing about the data: 0.
+the first term past alpha below 2^-54 of the positive partial sum (or of its block's largest term);
+that term's magnitude is then *added* (an upper bound of the alternating remainder). A series that
+does not converge within 2^22 terms gives +inf at that order (conservative). 2^-48 + 2^-44 log A_alpha is added to every
+log A_alpha to cover float rounding, so the value returned is an upper bound. gamma = 1 is the
+Gaussian mechanism, alpha / (2 z^2); gamma = 0 releases nothing about the data: 0.
 
 References
 ----------
