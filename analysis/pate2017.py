@@ -1,9 +1,8 @@
 """The 2017 PATE privacy analysis of LNMax: data-dependent moments accountant ([P17]).
 
-This is the analysis of the original PATE paper, kept so that numbers reported with it (e.g.
-the MNIST/SVHN epsilons of [P17]) can be reproduced and audited. New work should use the RDP
-analysis in :mod:`pate.analysis.rdp` (tighter, and with a proof-backed smooth-sensitivity release in
-:mod:`pate.analysis.sanitized_release`). Reference code: tensorflow/privacy, ``research/pate_2017/analysis.py``.
+Kept to reproduce and audit numbers reported with it (the MNIST/SVHN epsilons of [P17]); the RDP
+analysis of :mod:`pate.analysis.rdp` is tighter, with a proof-backed sanitized release. Reference
+code: tensorflow/privacy, ``research/pate_2017/analysis.py``.
 
 References
 ----------
@@ -26,18 +25,12 @@ eps       = 2 gamma, the pure-DP parameter of one answer (the reference's ``priv
 q         an upper bound on Pr[noisy argmax != j*] (Lemma 4), capped at 1 - 1/m.
 l         a moment (``moments``; real, >= 1). alpha(l) is the log moment generating function of
           the privacy loss of one answer ([A16]); it composes additively over queries.
-delta     the target delta; the tail bound of [A16] gives eps(l) = (sum_i alpha_i(l) - log delta)/l
-          and the reported epsilon is min_l eps(l).
-k         a distance between vote histograms (number of teachers whose vote is changed).
-beta      the smoothness parameter of the smooth sensitivity (NRS07).
+k, beta   a distance between vote histograms (teachers whose vote changes); the smoothness
+          parameter of the smooth sensitivity ([NRS07]).
 
-Every function is vectorized over queries (and moments); per-query results have shape (n,),
-per-query-per-moment results (n, L). q is computed in log-space (no overflow for large gaps).
-
-The data-dependent moments are NOT differentially private: the epsilon they give depends on the
-private votes. [P17] proposes to publish it through the smooth-sensitivity heuristic implemented
-at the end of this module; see :func:`lnmax_sens_at_k_2017` for why that heuristic is not a
-proof-backed bound.
+Vectorized over queries (n,) and moments (n, L), q in log-space. The data-dependent epsilon is
+NOT differentially private; [P17] publishes it through the smooth-sensitivity heuristic at the end
+of this module, which is not a proof-backed bound (see :func:`lnmax_sens_at_k_2017`).
 """
 
 from __future__ import annotations
@@ -49,7 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pate.analysis.arrays import FloatArray, IntArray
-from pate.analysis.rdp import logsumexp_rows
+from pate.analysis.rdp import log_union_bound, logsumexp_rows
 from pate.analysis.validation import (
     check_bool,
     check_delta,
@@ -60,22 +53,11 @@ from pate.analysis.validation import (
     check_votes,
 )
 
-__all__ = [
-    "lnmax_q_2017",
-    "lnmax_log_mgf",
-    "lnmax_moments_accountant",
-    "lnmax_sens_at_k_2017",
-    "lnmax_smoothed_sensitivity_2017",
-]
-
 _LOG_QUARTER = math.log(0.25)
 _LOG2 = math.log(2.0)
 # Rows processed at once when the smooth sensitivity expands every row over all distances:
 # keeps the (rows, distances, classes) temporary under ~4 million floats.
 _CHUNK_ELEMENTS = 4_000_000
-
-
-# --------------------------------------------------------------------------- validation helpers
 
 # --------------------------------------------------------------------------- core (no validation)
 
@@ -88,13 +70,8 @@ def _log_pr_beats(gaps: FloatArray) -> FloatArray:
 
 def _log_q(votes: IntArray, gamma: float) -> FloatArray:
     """(n,) log q of Lemma 4 (union bound over j != j*), capped at log(1 - 1/m)."""
-    n, m = votes.shape
-    rows = np.arange(n)
-    winner = np.argmax(votes, axis=1)
-    gaps = gamma * (votes[rows, winner][:, None] - votes).astype(np.float64)
-    terms = _log_pr_beats(gaps)
-    terms[rows, winner] = -np.inf
-    return np.minimum(logsumexp_rows(terms), math.log1p(-1.0 / m))
+    log_q = log_union_bound(votes, lambda diff: _log_pr_beats(gamma * -diff))
+    return np.minimum(log_q, math.log1p(-1.0 / votes.shape[1]))
 
 
 def _log_q_approx(votes: IntArray, gamma: float) -> FloatArray:
@@ -177,8 +154,7 @@ def _sens_at_k(votes: IntArray, gamma: float, moment: float, ks: IntArray) -> Fl
     eps = 2.0 * gamma
     lam = np.array([moment])
     if 0.5 * gamma * moment > 1.0:
-        # The reference returns 0 here ("l too large"); 0 would understate. A moment bound lies
-        # in [0, cap], so no change can exceed cap.
+        # The reference's 0 ("l too large") would understate; no change can exceed cap.
         cap = float(_data_independent_log_mgf(eps, lam)[0])
         return np.full((votes.shape[0], ks.size), cap)
     c = -np.sort(-votes, axis=1)
@@ -201,13 +177,12 @@ def lnmax_q_2017(votes: npt.ArrayLike, *, noise_eps: float, approx: bool = False
 
         Pr[M(d) != j*] <= sum_{j != j*} (2 + gamma (n_j* - n_j)) / (4 exp(gamma (n_j* - n_j))),
 
-    capped at 1 - 1/m (the reference's cap). Equals the reference's ``compute_q_noisy_max``.
-    Computed in log-space, so large gaps underflow to q = 0 instead of overflowing.
+    capped at 1 - 1/m. Equals the reference's ``compute_q_noisy_max``, computed in log-space.
 
     ``approx=True`` gives the reference's ``compute_q_noisy_max_approx``: (m - 1) times the term
     of the runner-up. Since (2 + g) e^{-g} decreases in g >= 0, every term is at most the
     runner-up's, so approx >= exact (equal when all non-winning counts are equal): it is a
-    looser, still valid, bound. ``noise_eps`` is gamma (the Laplace scale is 1/gamma).
+    looser, still valid, bound. ``noise_eps`` is gamma.
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")
@@ -226,11 +201,10 @@ def lnmax_log_mgf(votes: npt.ArrayLike, *, noise_eps: float, moments: npt.ArrayL
         alpha(l) <= min( eps^2 l (l+1) / 2,  eps l,
                          log((1-q) ((1-q)/(1 - e^eps q))^l + q e^{eps l}) ),
 
-    the last term only where it is valid (q < 1/2 for eps < log 2, as in the reference; see
-    :func:`_q_limit` for the proof, and q < 1/(e^eps + 1), the paper's condition, otherwise);
-    elsewhere the data-independent min(eps^2 l(l+1)/2, eps l). Equals the reference's
-    ``logmgf_from_counts`` for gamma < log(2)/2 (the reference's own range of use), evaluated
-    in log-space (the reference's log(t) loses digits when t is close to 1).
+    the last term only where it is valid: q < 1/2 for eps < log 2 (the reference's condition,
+    proved in :func:`_q_limit`), else q < 1/(e^eps + 1) (the paper's). Equals the reference's
+    ``logmgf_from_counts`` for gamma < log(2)/2 (the reference's own range of use), in log-space
+    (the reference's log(t) loses digits when t is close to 1).
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")
@@ -249,8 +223,7 @@ def lnmax_moments_accountant(
     """The whole 2017 analysis of n LNMax answers ([P17] Section 3, reference ``main()``).
 
     The log moments of the n answers add up ([A16] Theorem 2, composability), and the tail bound
-    ([A16]) gives, for each moment l, an (eps(l), delta)-DP guarantee with
-    eps(l) = (sum_i alpha_i(l) - log delta) / l; the reported epsilon is min_l eps(l).
+    ([A16]) gives eps(l) = (sum_i alpha_i(l) - log delta) / l; the epsilon is min_l eps(l).
 
     Returns a dict with
       ``moments`` (L,), ``total_log_mgf`` (L,) (sum of :func:`lnmax_log_mgf` over queries),
@@ -373,7 +346,7 @@ def lnmax_smoothed_sensitivity_2017(
     sensitivities; reference ``smoothed_sens``). The reference stops at the first k >= 1 with
     sens(k) == 0; after that point sens(k) <= 0 in the reference (the gap has closed or the
     winner flipped), so taking the max over all k gives the same value, and never a smaller one.
-    Same caveat as :func:`lnmax_sens_at_k_2017`: a heuristic from [P17], not a proof-backed bound.
+    A heuristic from [P17], not a proof-backed bound (:func:`lnmax_sens_at_k_2017`).
     """
     votes = check_votes(votes)
     gamma = check_positive(noise_eps, "noise_eps")

@@ -1,19 +1,13 @@
 """Private-kNN: the Renyi-DP of a Poisson-sampled Confident-GNMax step on kNN label histograms.
 
-Private-kNN [ZYW20] replaces PATE's teachers by the private records themselves: for every public
-query it draws a fresh Poisson sample of the private records, takes the labels of the query's k
-nearest sampled records, and releases a Confident-GNMax answer ([P18] Algorithm 1) on that
-histogram. This module gives its data-independent RDP (numpy + scipy only).
+Private-kNN [ZYW20] replaces PATE's teachers by the private records themselves. This module
+gives its data-independent RDP (numpy + scipy only).
 
 Symbols
 -------
-N        number of private records; x one record (its embedding and label)
-gamma    ``sampling_rate``: every record is in the sample S_i of query i independently with
-         probability gamma, fresh for every query
-k        neighbours per query: h_i is the histogram over the m classes of the labels of the k
-         nearest records of S_i to the query (all of S_i when |S_i| < k), so sum_j h_ij <= k
-T        ``threshold``; sigma1 the std of the threshold-check noise, sigma2 of the argmax noise
-alpha    a Renyi order > 1 (``orders``: a 1-D array of them)
+x        one private record (its embedding and label)
+gamma    ``sampling_rate``; k neighbours per query; T ``threshold``; sigma1 the std of the
+         threshold-check noise, sigma2 of the argmax noise; alpha a Renyi order > 1 (``orders``)
 z        ``noise_multiplier``: noise std / L2 sensitivity of a Gaussian mechanism
 mu0, mu  N(0, z^2) and the mixture (1 - gamma) N(0, z^2) + gamma N(1, z^2)
 A_alpha  E_{y ~ mu0}[(mu(y) / mu0(y))^alpha] = exp((alpha - 1) D_alpha(mu || mu0))
@@ -27,8 +21,9 @@ removal and an addition at the same order.
 
 The mechanism, per query i
 --------------------------
-1. S_i: every record independently with probability gamma.
-2. h_i = the label histogram of the k nearest records of S_i (ties broken by record order).
+1. S_i: every record independently with probability gamma, fresh for every query.
+2. h_i = the label histogram over the m classes of the k nearest records of S_i (all of S_i when
+   |S_i| < k; ties broken by record order), so sum_j h_ij <= k.
 3. answered = [max_j h_ij + N(0, sigma1^2) >= T]; if answered, the label argmax_j (h_ij + N(0, sigma2^2)).
 
 Derivation (data-independent)
@@ -74,12 +69,12 @@ are equal, and expand the power as a binomial series on each side (convergent si
     A_alpha = sum_{j>=0} C(alpha, j) [ (1-gamma)^{alpha-j} gamma^j e^{(j^2-j)/(2z^2)} Phi((z0 - j)/z)
                 + (1-gamma)^j gamma^{alpha-j} e^{((alpha-j)^2-(alpha-j))/(2z^2)} Phi((alpha-j-z0)/z) ],
 with the generalised binomial C(alpha, j) (its sign alternates for j > alpha). Everything is in log
-space with signs; the tail (j > alpha) alternates with eventually decreasing magnitudes, and the
-sum stops once a whole block of terms is below 2^-64 of the total and decreasing; the magnitude of
-the last term is then *added* (an upper bound of the alternating remainder). A series that does
-not converge within 2^22 terms gives +inf at that order (conservative). 2^-48 + 2^-44 log A_alpha is
-added to every log A_alpha to cover float rounding, so the value returned is an upper bound. gamma = 1 is the Gaussian
-mechanism, alpha / (2 z^2); gamma = 0 releases nothing about the data: 0.
+space with signs; the tail (j > alpha) alternates with decreasing magnitudes, and the sum stops at
+the first term past alpha below 2^-54 of the positive partial sum (or of its block's largest term);
+that term's magnitude is then *added* (an upper bound of the alternating remainder). A series that
+does not converge within 2^22 terms gives +inf at that order (conservative). 2^-48 + 2^-44 log A_alpha is added to every
+log A_alpha to cover float rounding, so the value returned is an upper bound. gamma = 1 is the
+Gaussian mechanism, alpha / (2 z^2); gamma = 0 releases nothing about the data: 0.
 
 References
 ----------
@@ -115,20 +110,9 @@ from pate.analysis.validation import (
     check_unit_interval,
 )
 
-__all__ = [
-    "sampled_gaussian_rdp",
-    "private_knn_noise_multiplier",
-    "private_knn_query_rdp",
-    "private_knn_event",
-    "private_knn_log_pr_answered",
-    "calibrate_private_knn_sigma2",
-]
-
 _MAX_TERMS = 2**22
 _TAIL_LOG_TOL = -54.0 * math.log(2.0)
-#: Added to every computed log A_alpha, absolutely and relatively: covers the float64 rounding of
-#: the log-space sums (~1e-16 of the largest exponents each), so the result is an upper bound and
-#: not merely close (3.6e-15 + 5.7e-14 log A_alpha, divided by alpha - 1).
+#: Added to every log A_alpha (module docstring): covers the float64 rounding of the log-space sums.
 _ROUNDING_MARGIN = 2.0**-48
 _ROUNDING_MARGIN_REL = 2.0**-44
 
@@ -208,14 +192,6 @@ def _log_a_frac(q: float, z: float, alpha: float) -> float:
     return math.inf
 
 
-def _check_args(
-    sampling_rate: float, noise_multiplier: float, orders: npt.ArrayLike
-) -> tuple[float, float, FloatArray]:
-    q = check_unit_interval(sampling_rate, "sampling_rate")
-    z = check_positive(noise_multiplier, "noise_multiplier")
-    return q, z, check_orders(orders)
-
-
 def _sampled_gaussian_rdp(q: float, z: float, orders: FloatArray) -> FloatArray:
     if q == 0.0:
         return np.zeros(orders.size)
@@ -243,14 +219,13 @@ def sampled_gaussian_rdp(
 ) -> FloatArray:
     """RDP of the Poisson-sampled Gaussian mechanism at each order, shape (k,) ([MTZ19]).
 
-    ``sampling_rate`` gamma in [0, 1]; ``noise_multiplier`` z > 0 (noise std / L2 sensitivity);
-    ``orders`` a 1-D array of orders > 1. Integer orders by the exact binomial sum, fractional
-    ones by the two-sided series (module docstring), all in log space; gamma = 1 gives
-    alpha / (2 z^2), gamma = 0 gives 0. Valid for add/remove-one adjacency and any function of
-    L2 sensitivity 1 (not only sums: see the derivation in the module docstring).
+    ``sampling_rate`` gamma in [0, 1]; ``noise_multiplier`` z > 0 (noise std / L2 sensitivity).
+    Integer and fractional orders as in the module docstring, which derives the bound for
+    add/remove-one adjacency and any function of L2 sensitivity 1 (not only sums).
     """
-    q, z, grid = _check_args(sampling_rate, noise_multiplier, orders)
-    return _sampled_gaussian_rdp(q, z, grid)
+    q = check_unit_interval(sampling_rate, "sampling_rate")
+    z = check_positive(noise_multiplier, "noise_multiplier")
+    return _sampled_gaussian_rdp(q, z, check_orders(orders))
 
 
 def private_knn_noise_multiplier(*, sigma1: float, sigma2: float) -> float:
@@ -287,12 +262,7 @@ def private_knn_event(
     ``rdp`` (data-dependent) equals its ``rdp_data_independent`` (there is no data-dependent
     bound for this mechanism). ``k`` and ``threshold`` do not enter the cost; they are recorded.
     """
-    arr = np.asarray(answered)
-    if arr.ndim != 1:
-        raise InputError(
-            f"answered must be a 1-D mask with one entry per asked query, got shape {arr.shape}"
-        )
-    mask = check_mask(arr, arr.shape[0], "answered")
+    mask = check_mask(answered, np.size(answered), "answered")
     k = check_int(k, "k", minimum=1)
     threshold = check_nonnegative(threshold, "threshold")
     grid = check_orders(orders)

@@ -12,32 +12,27 @@ References
 
 Symbols
 -------
-n        number of queries (rows of the vote matrix ``votes``), m number of classes (columns)
-votes    (n, m) non-negative integer vote counts; every row sums to the number of teachers
+votes    (n, m) non-negative integer vote counts: n queries, m classes; rows sum to the teachers
 lambda   a Renyi order > 1 (``orders``: a 1-D array of k orders)
-sigma    standard deviation of the Gaussian noise added to each vote count (GNMax)
-sigma1   std of the Gaussian noise of the Confident-GNMax threshold check; T its ``threshold``
-sigma2   std of the Gaussian noise of the Confident-GNMax argmax step
+sigma    std of the Gaussian noise on each vote count (GNMax); sigma1 that of the Confident-GNMax
+         threshold check (T its ``threshold``), sigma2 that of its argmax step
 scale    the Laplace noise scale b of LNMax (density ~ exp(-|x|/b)); LNMax is (2/b)-DP
-q        an upper bound on Pr[the noisy aggregator does not return the plain argmax]
-         (``log_q`` everywhere: everything is in log-space)
+q        an upper bound on Pr[the noisy aggregator does not return the plain argmax] (``log_q``)
 
 Neighbouring relation (add/remove one record)
 --------------------------------------------
-Every bound here is a bound for two vote histograms that differ by *one teacher's vote*: one
-count down by one and another up by one (L2 distance sqrt(2), every count moves by at most 1).
-That is what adding or removing one sensitive record does in pate-learn, because the partition
-decides each record's teacher from the record alone (:mod:`pate.core.partition`: a keyed hash of its
-content, or of its privacy unit): the record joins or leaves one shard, one teacher is retrained
-and only its vote can change; the number of teachers, and so the sum of every row, stays the
-same. The bounds therefore hold for add/remove-one-record neighbours ([P18] state them for the
-same histogram change). With a partition that reshuffles when a record is added (a seeded
-permutation of the rows) they would hold for replacing a record only.
+Every bound here is for two vote histograms that differ by *one teacher's vote*: one count down
+by one and another up by one (L2 distance sqrt(2), every count moves by at most 1). That is what
+adding or removing one sensitive record does in pate-learn, because the partition decides each
+record's teacher from the record alone (:mod:`pate.core.partition`: a keyed hash of its content,
+or of its privacy unit): the record joins or leaves one shard, one teacher is retrained and only
+its vote can change; the number of teachers, and so every row's sum, stays the same ([P18] state
+the bounds for the same histogram change). With a partition that reshuffles when a record is
+added they would hold for replacing a record only.
 
-All functions are vectorized over queries *and* orders: per-query results have shape (n,),
-per-query-per-order results (n, k). The data-dependent bounds of [P18] are applied only where
-their conditions hold; everywhere else the data-independent bound is used, so the result is
-always min(data-independent, valid data-dependent bound) and never anything smaller.
+Vectorized over queries (n,) and orders (n, k), in log-space. The data-dependent bounds of [P18]
+apply only where their conditions hold, elsewhere the data-independent bound: the result is
+min(data-independent, valid data-dependent bound), never anything smaller.
 """
 
 from __future__ import annotations
@@ -62,18 +57,6 @@ from pate.analysis.validation import (
     check_positive,
     check_votes,
 )
-
-__all__ = [
-    "gnmax_log_q",
-    "gnmax_rdp",
-    "threshold_log_pr_answered",
-    "threshold_rdp",
-    "lnmax_log_q",
-    "lnmax_rdp",
-    "confident_gnmax_rdp",
-    "eps_from_rdp",
-]
-
 
 # --------------------------------------------------------------------------- helpers
 
@@ -157,6 +140,18 @@ def rdp_gaussian_from_log_q(log_q: FloatArray, sigma: float, orders: FloatArray)
     return out
 
 
+def log_union_bound(
+    votes: IntArray, log_pr_beats: Callable[[FloatArray], FloatArray]
+) -> FloatArray:
+    """(n,) log sum_{j != i*} Pr[j beats i*], i* each row's first argmax (as in [P18]'s analysis),
+    from ``log_pr_beats`` of the float vote differences n_j - n_i* (<= 0); uncapped."""
+    rows = np.arange(votes.shape[0])
+    winner = np.argmax(votes, axis=1)
+    terms = log_pr_beats((votes - votes[rows, winner][:, None]).astype(np.float64))
+    terms[rows, winner] = -np.inf
+    return logsumexp_rows(terms)
+
+
 def unique_apply(keys: FloatArray, fn: Callable[[FloatArray], FloatArray]) -> FloatArray:
     """Evaluate a row-wise ``fn`` once per distinct key and scatter back (identical results)."""
     unique, inverse = np.unique(keys, return_inverse=True)
@@ -178,15 +173,9 @@ def unique_weighted_sum(
 
 
 def gnmax_log_q_unchecked(votes: IntArray, sigma: float) -> FloatArray:
-    n, m = votes.shape
-    rows = np.arange(n)
-    winner = np.argmax(votes, axis=1)  # the first argmax, as in [P18]'s analysis
-    gaps = (votes[rows, winner][:, None] - votes).astype(np.float64)
     scale = math.sqrt(2.0 * sigma**2)
-    terms: FloatArray = log_ndtr(-(gaps / scale))
-    terms[rows, winner] = -np.inf
-    log_q = logsumexp_rows(terms)
-    return np.minimum(log_q, math.log(1.0 - 1.0 / m))
+    log_q = log_union_bound(votes, lambda diff: log_ndtr(diff / scale))
+    return np.minimum(log_q, math.log(1.0 - 1.0 / votes.shape[1]))
 
 
 def gnmax_log_q(votes: npt.ArrayLike, *, sigma: float) -> FloatArray:
@@ -195,9 +184,7 @@ def gnmax_log_q(votes: npt.ArrayLike, *, sigma: float) -> FloatArray:
     Union bound over the non-winning classes j of Pr[n_j + N(0, s^2) >= n_i* + N(0, s^2)]
     = Phi_c((n_i* - n_j) / (sqrt(2) sigma)), with i* the first argmax; capped at log(1 - 1/m)
     (the probability of *some* other class under uniform noise cannot exceed that of a uniform
-    choice). A tied runner-up contributes log(1/2).
-
-    votes: (n, m) integer vote counts; sigma > 0. Returns (n,) float64.
+    choice). A tied runner-up contributes log(1/2). Returns (n,).
     """
     votes = check_votes(votes)
     sigma = check_positive(sigma, "sigma")
@@ -240,17 +227,12 @@ def threshold_log_pr(max_vote: FloatArray, threshold: float, sigma: float) -> Fl
     return log_pr
 
 
-def _threshold_log_q_from_max(max_vote: FloatArray, threshold: float, sigma: float) -> FloatArray:
-    """log min(p, 1 - p) where p = Pr[answered]; 1 - p computed directly (no cancellation)."""
-    log_pr = threshold_log_pr(max_vote, threshold, sigma)
-    log_pr_not: FloatArray = log_ndtr((threshold - max_vote) / sigma)
-    return np.minimum(log_pr, log_pr_not)
-
-
 def threshold_rdp_from_max(
     max_vote: FloatArray, threshold: float, sigma: float, orders: FloatArray
 ) -> FloatArray:
-    log_q = _threshold_log_q_from_max(max_vote, threshold, sigma)
+    # q = min(p, 1 - p) with p = Pr[answered]; 1 - p computed directly (no cancellation).
+    log_pr_not: FloatArray = log_ndtr((threshold - max_vote) / sigma)
+    log_q = np.minimum(threshold_log_pr(max_vote, threshold, sigma), log_pr_not)
     return rdp_gaussian_from_log_q(log_q, 2**0.5 * sigma, orders)
 
 
@@ -311,14 +293,13 @@ def threshold_rdp(
 
 
 def _lnmax_log_q(votes: IntArray, scale: float) -> FloatArray:
-    n, m = votes.shape
-    rows = np.arange(n)
-    winner = np.argmax(votes, axis=1)
-    normalized = (votes - votes[rows, winner][:, None]) / scale  # <= 0
-    # Pr[j beats i*] <= (2 + g)/4 exp(-g) with g = gap/scale ([P17] Lemma 4's Laplace tail).
-    terms = np.log(2.0 - normalized) + math.log(0.25) + normalized
-    terms[rows, winner] = -np.inf
-    return np.minimum(logsumexp_rows(terms), math.log(1.0 - 1.0 / m))
+    def log_pr_beats(diff: FloatArray) -> FloatArray:
+        # Pr[j beats i*] <= (2 + g)/4 exp(-g) with g = gap/scale ([P17] Lemma 4's Laplace tail).
+        normalized = diff / scale
+        out: FloatArray = np.log(2.0 - normalized) + math.log(0.25) + normalized
+        return out
+
+    return np.minimum(log_union_bound(votes, log_pr_beats), math.log(1.0 - 1.0 / votes.shape[1]))
 
 
 def lnmax_log_q(votes: npt.ArrayLike, *, scale: float) -> FloatArray:
@@ -401,11 +382,9 @@ def confident_gnmax_rdp(
     )
     sigma2 = check_positive(sigma2, "sigma2")
     orders = check_orders(orders)
-    if answered is not None:
-        answered = check_mask(answered, votes.shape[0], "answered")
     n = votes.shape[0]
     if answered is not None:
-        step2_weights = answered.astype(np.float64)
+        step2_weights = check_mask(answered, n, "answered").astype(np.float64)
     else:
         step2_weights = np.exp(threshold_log_pr(top_votes(votes, baseline), threshold, sigma1))
     if not data_dependent:

@@ -1,15 +1,6 @@
-"""The sanitized (private) release of the data-dependent epsilon, and the reference's parameter
-search.
-
-The data-dependent epsilon of [P18] is a function of the private votes; it is released through
-the GNSS mechanism ([P18] Section 4 / Appendix C): Gaussian noise scaled by the beta-smooth
-sensitivity of the RDP (:mod:`pate.analysis.sensitivity`). This module computes
-
-* the realised (or expected) RDP of a Confident-GNMax run at one order with its local
-  sensitivity at every distance;
-* the reference's (non-private) search for beta and sigma_ss;
-* the private release with order, beta and sigma_ss fixed in advance;
-* the (alpha, beta) of an (eps, delta)-DP smooth-sensitivity release, for comparison.
+"""The sanitized (private) release of the data-dependent epsilon of [P18] through the GNSS
+mechanism ([P18] Section 4 / Appendix C): Gaussian noise scaled by the beta-smooth sensitivity of
+the RDP (:mod:`pate.analysis.sensitivity`), and the reference's (non-private) parameter search.
 
 Symbols as in :mod:`pate.analysis.sensitivity`. Differences from the reference code
 (tensorflow/privacy research/pate_2018) are deliberate and noted where they occur; none makes a
@@ -41,9 +32,9 @@ from pate.analysis.sensitivity import (
     check_conditions,
     gnss_rdp,
     smooth_sensitivity,
+    threshold_ls_sum,
     validate_ls_args,
     weighted_ls_gnmax_sum,
-    weighted_ls_threshold_sum,
 )
 from pate.analysis.validation import (
     check_baseline,
@@ -52,15 +43,6 @@ from pate.analysis.validation import (
     check_nonnegative,
     check_positive,
 )
-
-__all__ = [
-    "search_smooth_sensitivity_parameters",
-    "release_sanitized_epsilon",
-    "SanitizedRelease",
-    "NormalSource",
-    "smooth_sensitivity_dp_parameters",
-]
-
 
 # --------------------------------------------------------------------------- the parameter search
 
@@ -99,32 +81,23 @@ def _run_cost_and_ls(
     data-dependent bound never beats the data-independent one at this order is charged the
     data-independent cost and contributes no local sensitivity.
     """
-    m = votes.shape[1]
     orders = np.array([order])
-    ones = np.ones(votes.shape[0])
-    # plain GNMax (threshold and sigma1 None, checked by the caller): no threshold check at all
-    ind1 = (
-        threshold is None
-        or sigma1 is None
-        or is_data_independent_step1(num_teachers, threshold, sigma1, order)
-    )
-    ind2 = is_data_independent_step2(num_teachers, m, sigma2, order)
     ls_total: FloatArray = np.zeros(num_teachers)
-    if threshold is None or sigma1 is None:
-        rdp1 = 0.0
-    elif ind1:
-        rdp1 = votes.shape[0] * (order / (2**0.5 * sigma1) ** 2)
-    else:
-        rdp1 = float(
-            unique_weighted_sum(
-                top_votes(votes, baseline),
-                ones,
-                lambda u: threshold_rdp_from_max(u, threshold, sigma1, orders),
-            )[0]
-        )
-        ls_total += weighted_ls_threshold_sum(
-            votes, ones, num_teachers, threshold, sigma1, order, baseline
-        )
+    ind1, rdp1 = True, 0.0  # plain GNMax (threshold and sigma1 None): no threshold check at all
+    if threshold is not None and sigma1 is not None:
+        ind1 = is_data_independent_step1(num_teachers, threshold, sigma1, order)
+        if ind1:
+            rdp1 = votes.shape[0] * (order / (2**0.5 * sigma1) ** 2)
+        else:
+            rdp1 = float(
+                unique_weighted_sum(
+                    top_votes(votes, baseline),
+                    np.ones(votes.shape[0]),
+                    lambda u: threshold_rdp_from_max(u, threshold, sigma1, orders),
+                )[0]
+            )
+            ls_total += threshold_ls_sum(votes, num_teachers, threshold, sigma1, order, baseline)
+    ind2 = is_data_independent_step2(num_teachers, votes.shape[1], sigma2, order)
     if ind2:
         rdp2 = float(np.sum(step2_weights)) * (order / sigma2**2)
     else:
@@ -157,8 +130,7 @@ def search_smooth_sensitivity_parameters(
 
     For beta in arange(.3/lambda, .495/lambda, .01/lambda): SS = SS_beta(sum_i LS_thr_i +
     p_i LS_gnmax_i), sigma_ss = (lambda e^{2 beta} / SS)^{1/3}, and the cost rdp + GNSS(beta,
-    sigma_ss) + 2 SS sigma_ss; the first beta of least cost wins. A step whose data-dependent
-    bound never beats the data-independent one at this order contributes LS = 0.
+    sigma_ss) + 2 SS sigma_ss; the first beta of least cost wins.
 
     Returns a dict: beta, smooth_sensitivity, sigma_ss, eps_before (rdp + log(1/delta)/(lambda-1)),
     eps_after (eps_before + GNSS cost), rdp (the expected RDP at ``order``), expected_answered,
@@ -248,8 +220,7 @@ def release_sanitized_epsilon(
 ) -> SanitizedRelease:
     """Release the data-dependent epsilon of a Confident-GNMax run privately (GNSS, [P18] §4.2).
 
-    ``order``, ``beta`` and ``sigma_ss`` must be fixed **before** looking at the votes (e.g. in the
-    run's config); they are never searched here. The released value is
+    ``order``, ``beta`` and ``sigma_ss`` must be fixed **before** looking at the votes. Released:
 
         rdp_noisy = rdp(lambda) + SS_beta * sigma_ss * Z,   Z ~ N(0, 1) drawn from ``rng``,
 
@@ -262,9 +233,7 @@ def release_sanitized_epsilon(
 
     with ``conversion="classic"`` ([P18]); ``conversion="tight"`` replaces the last term by the
     smaller log(1-1/lambda) - (log delta + log lambda)/(lambda-1) ([CKS20] Proposition 12, [B20]
-    Theorem 21: any RDP guarantee converts so), the conversion Opacus' RDP accountant uses.
-
-    Plain GNMax (no threshold check): pass ``threshold=None, sigma1=None``.
+    Theorem 21: any RDP guarantee converts so). Plain GNMax: ``threshold=None, sigma1=None``.
 
     Falls back to the data-independent cost -- nothing private to sanitize -- when neither step
     has a data-dependent bound at this order, or when conditions C5/C6 fail (the local
@@ -303,8 +272,7 @@ def release_sanitized_epsilon(
 
 @dataclasses.dataclass(frozen=True)
 class _AggregatorNoise:
-    """The run's aggregator: ``num_teachers``, the threshold check (``threshold``, ``sigma1``;
-    None for plain GNMax) and GNMax's ``sigma2``, checked."""
+    """The run's aggregator, checked (threshold and sigma1 None for plain GNMax)."""
 
     num_teachers: int
     threshold: float | None
@@ -314,8 +282,7 @@ class _AggregatorNoise:
 
 @dataclasses.dataclass(frozen=True)
 class _ReleaseSettings:
-    """The release's settings, fixed before the votes are seen, checked: the RDP ``order``,
-    ``beta``, ``sigma_ss``, ``delta`` and the RDP-to-DP ``conversion``."""
+    """The release's settings, fixed before the votes are seen, checked."""
 
     order: float
     beta: float
@@ -371,22 +338,14 @@ def _sanitized_release(
         check_conditions(sigma=sigma2, num_classes=counts.shape[1], order=order)
     ):
         fallback = "conditions C5/C6 do not hold at this order and sigma2"
-    if fallback is not None:
-        return SanitizedRelease(
-            base,
-            eps_sanitized=eps_independent,
-            eps_sanitized_upper_2std=eps_independent,
-            rdp_gnss=0.0,
-            noise_std=0.0,
-            smooth_sensitivity=0.0,
-            fallback=fallback,
-        )
-
-    ss = float(smooth_sensitivity(ls_total, beta=beta))  # a float already: ls_total is 1-D
-    noise_std = ss * sigma_ss
-    rdp_noisy = rdp_realised + noise_std * float(rng.normal(0.0, 1.0))
-    cost = gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=order)
-    eps_sanitized = max(rdp_noisy, 0.0) + cost + delta_term
+    ss = noise_std = cost = 0.0
+    eps_sanitized = eps_independent
+    if fallback is None:
+        ss = float(smooth_sensitivity(ls_total, beta=beta))  # a float already: ls_total is 1-D
+        noise_std = ss * sigma_ss
+        rdp_noisy = rdp_realised + noise_std * float(rng.normal(0.0, 1.0))
+        cost = gnss_rdp(beta=beta, sigma_ss=sigma_ss, order=order)
+        eps_sanitized = max(rdp_noisy, 0.0) + cost + delta_term
     return SanitizedRelease(
         base,
         eps_sanitized=eps_sanitized,
@@ -394,7 +353,7 @@ def _sanitized_release(
         rdp_gnss=cost,
         noise_std=noise_std,
         smooth_sensitivity=ss,
-        fallback=None,
+        fallback=fallback,
     )
 
 

@@ -1,19 +1,11 @@
-"""Smooth sensitivity of the data-dependent RDP, and its sanitized (private) release.
-
-The data-dependent epsilon of [P18] is a function of the private votes, so it cannot be
-published as is. [P18] Section 4 / Appendix C releases it through the GNSS mechanism: add
-Gaussian noise scaled by the beta-smooth sensitivity of the RDP (Nissim, Raskhodnikova, Smith
-2007). This module computes
+"""Smooth sensitivity of the data-dependent RDP of [P18] (Section 4 / Appendix C).
 
 * local sensitivities LS(d): the largest change of one query's RDP (at a fixed order lambda)
   between two neighbouring vote histograms, over all histograms within distance d of the
   actual one ([P18] Algorithms 3-5, Propositions 13-14);
-* the beta-smooth sensitivity SS_beta = max_d e^{-beta d} LS(d);
-* the RDP cost of the GNSS release ([P18] Theorem 23) and conditions C5/C6 under which the
-  local sensitivity analysis applies.
-
-The reference's (non-private) parameter search and the private release with parameters fixed in
-advance are :mod:`pate.analysis.sanitized_release`.
+* the beta-smooth sensitivity SS_beta = max_d e^{-beta d} LS(d) (Nissim, Raskhodnikova, Smith
+  2007), the RDP cost of the GNSS release ([P18] Theorem 23) and conditions C5/C6 under which the
+  local sensitivity analysis applies. The release itself is :mod:`pate.analysis.sanitized_release`.
 
 Symbols: lambda (``order``) a Renyi order > 1; sigma2 the GNMax noise; T (``threshold``) and sigma1
 the threshold check; beta > 0 the smoothness parameter (lambda < 1/(2 beta)); sigma_ss the
@@ -30,7 +22,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +30,13 @@ from scipy.special import erfc, erfcinv, log_ndtr
 
 from pate.analysis.arrays import FloatArray, IntArray
 from pate.analysis.errors import InputError
-from pate.analysis.rdp import gnmax_log_q_unchecked, threshold_rdp_from_max, top_votes, unique_apply
+from pate.analysis.rdp import (
+    gnmax_log_q_unchecked,
+    logsumexp_rows,
+    threshold_rdp_from_max,
+    top_votes,
+    unique_apply,
+)
 from pate.analysis.validation import (
     check_baseline,
     check_int,
@@ -49,16 +46,6 @@ from pate.analysis.validation import (
     check_positive,
     check_votes,
 )
-
-__all__ = [
-    "gnmax_log_q0",
-    "local_sensitivity_gnmax",
-    "local_sensitivity_threshold",
-    "smooth_sensitivity",
-    "gnss_rdp",
-    "gnss_rdp_curve",
-    "check_conditions",
-]
 
 # Below this log q, exp(log q) underflows or erfcinv loses all precision. BU and beta are
 # non-decreasing in q (conditions C5/C6), so evaluating BU at this larger q only overstates LS.
@@ -159,10 +146,9 @@ def _ls_gnmax_from_log_q(log_q: FloatArray, sigma: float, m: int, order: float) 
     log_q = np.where((log_q1 <= log_q) & (log_q <= log_q0), log_q1, log_q)
     beta = _rdp_gnmax_at(sigma, log_q, order, log_q0)
     q = np.exp(np.maximum(log_q, _LOG_Q_FLOOR))
-    z = erfcinv(2.0 * q / (m - 1))  # shared by BU(q) and BL(q)
     with np.errstate(divide="ignore"):
-        log_bu = np.log(np.minimum(1.0, (m - 1) / 2.0 * erfc(z - 1.0 / sigma)))
-        log_bl = np.log((m - 1) / 2.0 * erfc(z + 1.0 / sigma))
+        log_bu = np.log(_bu(q, sigma, m))
+        log_bl = np.log(_bl(q, sigma, m))
     beta_bu = _rdp_gnmax_at(sigma, log_bu, order, log_q0)
     # BL underflowing to 0 means beta(BL) is ~0: using 0 overstates LS (safe).
     beta_bl = np.where(np.isneginf(log_bl), 0.0, _rdp_gnmax_at(sigma, log_bl, order, log_q0))
@@ -170,14 +156,11 @@ def _ls_gnmax_from_log_q(log_q: FloatArray, sigma: float, m: int, order: float) 
     return ls
 
 
-def _log_q_sorted(sorted_votes: IntArray, log_tail: FloatArray, m: int) -> FloatArray:
-    """Proposition 7 for rows sorted in non-increasing order (winner in column 0), with the
-    Gaussian tails looked up by integer gap: log_tail[g] = log Phi_c(g / (sqrt(2) sigma))."""
-    gaps = sorted_votes[:, :1] - sorted_votes[:, 1:]
-    terms = log_tail[gaps]
-    top = terms.max(axis=1)
-    log_q = top + np.log(np.exp(terms - top[:, None]).sum(axis=1))
-    capped: FloatArray = np.minimum(log_q, math.log(1.0 - 1.0 / m))
+def _log_q_from_gaps(gaps: IntArray, log_tail: FloatArray) -> FloatArray:
+    """Proposition 7 from the winner's integer vote gaps to the m - 1 other classes (last axis),
+    the Gaussian tails looked up by gap: log_tail[g] = log Phi_c(g / (sqrt(2) sigma))."""
+    log_q = logsumexp_rows(log_tail[gaps])
+    capped: FloatArray = np.minimum(log_q, math.log(1.0 - 1.0 / (gaps.shape[-1] + 1)))
     return capped
 
 
@@ -199,24 +182,20 @@ def _ls_gnmax_walk(
     num_teachers: int,
     sigma: float,
     order: float,
-    log_q: FloatArray | None = None,
+    log_q: FloatArray,
 ) -> tuple[float, IntArray, IntArray, FloatArray]:
     """[P18] Algorithms 4-5 for every query at once.
 
     Returns (plateau, rows, distances, values): LS_i(d) = values[j] where (rows[j], distances[j])
     = (i, d), and the plateau value everywhere else.
     """
-    n, m = votes.shape
+    m = votes.shape[1]
     log_q0 = _log_q0(sigma, order)
     log_q1 = _log_q1(sigma, order, m)
     plateau = float(_ls_gnmax_from_log_q(np.array([log_q1]), sigma, m, order)[0])
-    if n == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return plateau, empty, empty, np.zeros(0)
     log_tail: FloatArray = log_ndtr(
         -(np.arange(num_teachers + 1, dtype=np.float64) / math.sqrt(2.0 * sigma**2))
     )
-    log_q = gnmax_log_q_unchecked(votes, sigma) if log_q is None else log_q
     in_plateau = (log_q1 <= log_q) & (log_q <= log_q0)
     # Walk every query, recording (row, distance, log q); Algorithm 3 is then evaluated once, on
     # the distinct log q values only. Rows above the plateau move votes from the runner-up to the
@@ -226,8 +205,8 @@ def _ls_gnmax_walk(
     visited_distance = [np.zeros(visited_rows[0].size, dtype=np.int64)]
     visited_log_q = [log_q[~in_plateau]]
     current = -np.sort(-votes, axis=1)
-    for walk in (_walk_towards_q0, _walk_towards_q1):
-        rows, distance, lq = walk(current, log_q, log_q0, log_q1, log_tail, num_teachers, m)
+    for walk, bound in ((_walk_towards_q0, log_q0), (_walk_towards_q1, log_q1)):
+        rows, distance, lq = walk(current, log_q, bound, log_tail, num_teachers)
         visited_rows.append(rows)
         visited_distance.append(distance)
         visited_log_q.append(lq)
@@ -241,13 +220,7 @@ _WALK_CHUNK = 16
 
 
 def _walk_towards_q0(
-    current: IntArray,
-    log_q: FloatArray,
-    log_q0: float,
-    log_q1: float,
-    log_tail: FloatArray,
-    num_teachers: int,
-    m: int,
+    current: IntArray, log_q: FloatArray, log_q0: float, log_tail: FloatArray, num_teachers: int
 ) -> tuple[IntArray, IntArray, FloatArray]:
     """Rows with log q > log q0: each step moves one vote from the runner-up to the leader and
     restores the non-increasing order; continue while log q > log q0 and a runner-up vote is left."""
@@ -266,25 +239,15 @@ def _walk_towards_q0(
         # of ties: the row stays sorted without a sort.
         last_tie = np.count_nonzero(block[:, 1:] == block[:, 1:2], axis=1)
         block[np.arange(block.shape[0]), last_tie] -= 1
-        lq = _log_q_sorted(block, log_tail, m)
+        lq = _log_q_from_gaps(block[:, :1] - block[:, 1:], log_tail)
         out_rows.append(rows)
         out_distance.append(np.full(rows.size, distance, dtype=np.int64))
         out_log_q.append(lq)
-    return (
-        _concat(out_rows, np.int64),
-        _concat(out_distance, np.int64),
-        _concat(out_log_q, np.float64),
-    )
+    return _concat(out_rows, out_distance, out_log_q)
 
 
 def _walk_towards_q1(
-    current: IntArray,
-    log_q: FloatArray,
-    log_q0: float,
-    log_q1: float,
-    log_tail: FloatArray,
-    num_teachers: int,
-    m: int,
+    current: IntArray, log_q: FloatArray, log_q1: float, log_tail: FloatArray, num_teachers: int
 ) -> tuple[IntArray, IntArray, FloatArray]:
     """Rows with log q < log q1: step d moves d votes from the leader to the runner-up (the order
     cannot change while log q < log q1), so the gaps after d steps are g1 - 2d and g_j - d. Steps
@@ -299,11 +262,7 @@ def _walk_towards_q1(
         gaps[:, :, 0] -= steps[None, :]
         # Steps beyond a row's stopping point are computed and discarded: clip their gaps.
         np.clip(gaps, 0, num_teachers, out=gaps)
-        terms = log_tail[gaps]
-        top = terms.max(axis=2)
-        lq = np.minimum(
-            top + np.log(np.exp(terms - top[:, :, None]).sum(axis=2)), math.log(1.0 - 1.0 / m)
-        )
+        lq = _log_q_from_gaps(gaps, log_tail)
         below = lq < log_q1
         taken = np.ones(below.shape, dtype=bool)
         taken[:, 1:] = np.logical_and.accumulate(below[:, :-1], axis=1)
@@ -314,15 +273,17 @@ def _walk_towards_q1(
         go_on = taken[:, -1] & below[:, -1]
         rows, gaps0 = rows[go_on], gaps0[go_on]
         start = int(steps[-1])
-    return (
-        _concat(out_rows, np.int64),
-        _concat(out_distance, np.int64),
-        _concat(out_log_q, np.float64),
-    )
+    return _concat(out_rows, out_distance, out_log_q)
 
 
-def _concat(parts: list[npt.NDArray[Any]], dtype: type[np.generic]) -> npt.NDArray[Any]:
-    return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+def _concat(
+    rows: list[IntArray], distance: list[IntArray], log_q: list[FloatArray]
+) -> tuple[IntArray, IntArray, FloatArray]:
+    """A walk's visited (rows, distances, log q), each list concatenated (empty if none)."""
+    if not rows:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, np.zeros(0)
+    return np.concatenate(rows), np.concatenate(distance), np.concatenate(log_q)
 
 
 def local_sensitivity_gnmax(
@@ -334,14 +295,11 @@ def local_sensitivity_gnmax(
     the direction that brings q towards the plateau [q1, q0] (where LS is maximal), evaluating
     Algorithm 3 at each distance; beyond that point LS(d) is the plateau value. All queries walk
     in lock-step, and the Gaussian tails are looked up by integer vote gap.
-
-    (The reference's ``compute_smooth_sensitivity_gnmax`` passes its arguments to this
-    computation in the wrong order and raises TypeError; ``smooth_sensitivity(
-    local_sensitivity_gnmax(...), beta=...)`` is the intended computation.)
     """
     counts, num_teachers, order = validate_ls_args(votes, num_teachers, order)
     sigma = check_positive(sigma, "sigma")
-    plateau, rows, distances, values = _ls_gnmax_walk(counts, num_teachers, sigma, order)
+    log_q = gnmax_log_q_unchecked(counts, sigma)
+    plateau, rows, distances, values = _ls_gnmax_walk(counts, num_teachers, sigma, order, log_q)
     result: FloatArray = np.full((counts.shape[0], num_teachers), plateau)
     result[rows, distances] = values
     return result
@@ -353,9 +311,10 @@ def weighted_ls_gnmax_sum(
     num_teachers: int,
     sigma: float,
     order: float,
-    log_q: FloatArray | None = None,
+    log_q: FloatArray,
 ) -> FloatArray:
-    """sum_i weights_i * LS_gnmax_i(d), shape (N,), without forming the (n, N) matrix."""
+    """sum_i weights_i * LS_gnmax_i(d), shape (N,), without forming the (n, N) matrix; ``log_q``
+    the votes' :func:`gnmax_log_q_unchecked` at ``sigma``."""
     plateau, rows, distances, values = _ls_gnmax_walk(votes, num_teachers, sigma, order, log_q)
     total: FloatArray = np.full(num_teachers, plateau * float(np.sum(weights)))
     total += np.bincount(
@@ -364,18 +323,17 @@ def weighted_ls_gnmax_sum(
     return total
 
 
-def weighted_ls_threshold_sum(
+def threshold_ls_sum(
     votes: IntArray,
-    weights: FloatArray,
     num_teachers: int,
     threshold: float,
     sigma: float,
     order: float,
     baseline: FloatArray | None,
 ) -> FloatArray:
-    """sum_i weights_i * LS_threshold_i(d), shape (N,): LS depends only on the max vote."""
+    """sum_i LS_threshold_i(d), shape (N,): LS depends only on the max vote."""
     current = np.clip(top_votes(votes, baseline), 0, num_teachers).astype(np.int64)
-    mass = np.bincount(current, weights=weights, minlength=num_teachers + 1)
+    mass = np.bincount(current, minlength=num_teachers + 1)
     present = np.nonzero(mass)[0]
     table = _ls_threshold_table(num_teachers, threshold, sigma, order, present)
     total: FloatArray = mass[present] @ table
