@@ -212,6 +212,12 @@ def test_a_long_file_is_one_concept_on_the_page(path):
         )
 
 
+def test_the_page_names_only_files_over_500_lines():
+    for path in noted_long_files(PAGE.read_text(encoding="utf-8")):
+        lines = len((REPO / path).read_text(encoding="utf-8").splitlines())
+        assert lines > NOTED_LINES, f"{path} has {lines} lines: take it off the page's list"
+
+
 def _wide_functions(tree: ast.AST, path: str) -> list[tuple[str, int, int]]:
     """Functions of more than MAX_PARAMETERS parameters (self and cls not counted), except the
     public entry points: constructors, pate.fit / pate.plan (pate/api.py) and the public
