@@ -136,7 +136,7 @@ class Failing:
 
 # where a write can fail: the atomic writer as a whole, each fsync (file and directory), each rename
 POINTS = {
-    "atomic write": (pate_io, "atomic_write_bytes"),
+    "atomic write": (pate_io, "atomic_writer"),
     "fsync": (os, "fsync"),
     "rename": (os, "replace"),
 }
@@ -260,7 +260,7 @@ def test_a_failing_write_in_the_records_mechanisms_never_publishes_uncharged(
     """Private-kNN and class-means (their own aggregate paths): every atomic write of the stage
     fails once (ENOSPC), then the resume."""
     base = records_bases[mechanism]
-    original = pate_io.atomic_write_bytes
+    original = pate_io.atomic_writer
     k = 0
     while True:
         k += 1
@@ -269,7 +269,7 @@ def test_a_failing_write_in_the_records_mechanisms_never_publishes_uncharged(
         raw["aggregator"]["noise_seed"] = 0
         run_dir = fork_run(base, build(raw, run_dir=str(tmp_path / f"k{k}"), ledger=str(ledger)))
         failing = Failing(original, k)
-        crashed = _aggregate_failing(run_dir, monkeypatch, pate_io, "atomic_write_bytes", failing)
+        crashed = _aggregate_failing(run_dir, monkeypatch, pate_io, "atomic_writer", failing)
         assert published(run_dir) <= charged(ledger, run_dir)
         if not crashed:
             break
