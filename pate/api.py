@@ -302,7 +302,7 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
     reads the private records itself (Private-kNN, class-means)."""
     from pate import mechanisms
     from pate.run import planner
-    from pate.run.planner.model import THRESHOLD_FRACTION
+    from pate.run.planner.plan_data import THRESHOLD_FRACTION
 
     # the registered mechanisms' noise parameters that fit takes, passed on when given
     noise = {

@@ -97,7 +97,7 @@ def _check_out(run_dir: pathlib.Path, out: pathlib.Path, *, name: str) -> None:
 
 def _publishable_files(run_dir: pathlib.Path, *, labels: bool, name: str) -> list[tuple[str, str]]:
     """``(path relative to run_dir, what it is)`` of every file of the bundle, checked."""
-    from pate.run.report.model import INTERNAL_PLOT_NAMES
+    from pate.run.report.content import INTERNAL_PLOT_NAMES
 
     if not (run_dir / rundir.STATE).is_file():
         raise ConfigError(

@@ -5,7 +5,7 @@ run`` / ``pate.fit``: :func:`plan_config`). A plan that cannot give a useful stu
 with a :class:`PlanError` naming the setting and a fix; every rule: ``docs/plan.md``.
 """
 
-from pate.run.planner.model import (
+from pate.run.planner.plan_data import (
     AUTO_MECHANISM,
     DROWNING_NOISE,
     FIXED_NOISE_MECHANISM,

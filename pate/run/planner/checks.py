@@ -10,7 +10,7 @@ from pate import mechanisms
 from pate.run.planner import quality
 from pate.run.planner.costs import argmax_std, calibrated_noise, is_number, worst_eps
 from pate.run.planner.front_end import release_dims
-from pate.run.planner.model import (
+from pate.run.planner.plan_data import (
     AUTO_NO_TEACHERS,
     DROWNING_CHECK_NOISE,
     DROWNING_NOISE,

@@ -6,7 +6,7 @@ is free (:func:`pate.core.tuned_defaults.table_front_end`), and the width of the
 from __future__ import annotations
 
 from pate.run.planner.costs import is_number
-from pate.run.planner.model import Facts
+from pate.run.planner.plan_data import Facts
 
 
 def plan_table_front_end(config, facts: Facts, noise: dict, filled: dict, *, every_item: bool):

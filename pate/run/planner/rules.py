@@ -21,7 +21,7 @@ from pate.run.planner.costs import (
     worst_eps,
 )
 from pate.run.planner.front_end import plan_table_front_end, table_size_warning
-from pate.run.planner.model import (
+from pate.run.planner.plan_data import (
     AUTO_MECHANISM,
     AUTO_NO_TEACHERS,
     MAX_TEACHERS,

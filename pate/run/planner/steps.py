@@ -7,7 +7,7 @@ import logging
 
 from pate import mechanisms
 from pate.run.planner.costs import with_noise
-from pate.run.planner.model import AUTO_MECHANISM, AUTO_NO_TEACHERS, Plan
+from pate.run.planner.plan_data import AUTO_MECHANISM, AUTO_NO_TEACHERS, Plan
 
 logger = logging.getLogger("pate")
 

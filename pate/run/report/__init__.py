@@ -5,7 +5,7 @@ what each report says and the package's modules: ``docs/publishing.md``."""
 
 from __future__ import annotations
 
-from pate.run.report.model import (
+from pate.run.report.content import (
     INTERNAL_PLOT_NAMES,
     PLOT_NAMES,
     PUBLIC_PLOT_NAMES,

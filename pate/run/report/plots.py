@@ -8,7 +8,7 @@ import io
 import math
 
 from pate.run.report import formatting
-from pate.run.report.model import PLOT_NAMES
+from pate.run.report.content import PLOT_NAMES
 
 
 def _png(fig) -> bytes:

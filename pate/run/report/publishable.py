@@ -236,6 +236,6 @@ def _cut(doc: Any, prefix: str, report: dict) -> tuple[bool, Any]:
 
 
 def public_part(report: dict) -> dict:
-    """The fields of ``report`` (the full report, :func:`pate.run.report.model.build_report`)
+    """The fields of ``report`` (the full report, :func:`pate.run.report.content.build_report`)
     that :data:`PUBLIC_FIELDS` allows for this run, nothing else. Pure."""
     return _cut(report, "", report)[1]

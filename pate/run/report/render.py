@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 
 from pate.analysis.errors import InputError
-from pate.run.report.model import public_report
+from pate.run.report.content import public_report
 from pate.run.report.templating import context, environment, markdown_html, tidy
 
 

@@ -101,7 +101,7 @@ def dataset_name(ledger: dict) -> str:
     return str(name)
 
 
-# The caption of each plot (which are internal: pate.run.report.model.INTERNAL_PLOT_NAMES).
+# The caption of each plot (which are internal: pate.run.report.content.INTERNAL_PLOT_NAMES).
 CAPTIONS: dict[str, str] = {
     "epsilon_vs_answered": (
         "Epsilon (at the run's \u03b4) against the number of answered queries: data-independent "

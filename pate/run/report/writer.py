@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pate.core.io import naming_write_errors
 from pate.run import rundir
-from pate.run.report.model import build_report, public_report, read_rule_check
+from pate.run.report.content import build_report, public_report, read_rule_check
 from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
 from pate.run.report.resources import read_resources

@@ -144,7 +144,7 @@ def test_the_rule_check_a_run_recorded_is_read_back(tmp_path):
 
     from pate.core.release_check import RuleCheck
     from pate.core.tuned_defaults import MISMATCH_WARNING
-    from pate.run.report.model import read_rule_check
+    from pate.run.report.content import read_rule_check
 
     assert read_rule_check(tmp_path) is None  # no summary
     (tmp_path / rundir.PRIVATE_DIR).mkdir()
