@@ -432,8 +432,14 @@ def pate_row(table: MessyTable, ref: dict, right: dict, *, eps: float, work: pat
         target_eps=eps, run_dir=work / f"run-{table.name}", ledger=work / f"ledger-{table.name}.sqlite3",  # the tables share person ids
     )  # fmt: skip
     said, result = _plan_and_fit(table, keywords)
+    from pate.core.release_check import CANNOT_PLACE  # logged by the aggregate stage
+
     warned = bool(said["refusal"] or said["plan_warnings"])
-    row = dict(said, eps=eps, warned_before_training=warned, meets_bar=warned)
+    # after the release (spent), before the student trains: classes the noise hides
+    named = [w for w in said.get("warnings", []) if w.startswith(CANNOT_PLACE)]
+    row = dict(said, eps=eps, warned_before_training=warned)
+    warned = warned or bool(named)
+    row.update(named_before_training=named[0] if named else None, meets_bar=warned)
     if result is None:
         return dict(row, status="refused" if said["refusal"] else "failed", student=None)
     truth = table.evaluation[table.label].to_numpy(dtype=object)
@@ -501,6 +507,8 @@ def _said(row: dict) -> str:
         return "refused: " + row["refusal"][:120]
     if row.get("plan_warnings"):
         return "warned: " + "; ".join(row["plan_warnings"])[:120]
+    if row.get("named_before_training"):
+        return "after the release: " + row["named_before_training"][:120]
     return "nothing" if "status" in row else "(references only)"
 
 

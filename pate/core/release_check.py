@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +24,7 @@ from pate.core.labelling_rules import (
 )
 from pate.core.mean_release import NoisyClassMeans, release_from_statistic
 from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
-from pate.core.tuned_defaults import MISMATCH_WARNING
+from pate.core.tuned_defaults import MISMATCH_WARNING, SEPARATION_WARNING
 
 __all__ = [
     "CHECK_DRAWS",
@@ -35,6 +35,9 @@ __all__ = [
     "mismatch",
     "expected_mismatch",
     "checked_rule",
+    "ClassSeparation",
+    "class_separation",
+    "CANNOT_PLACE",
 ]
 
 logger = logging.getLogger(__name__)
@@ -170,3 +173,100 @@ def checked_rule(
     if check.weak:
         logger.warning("%s", check.warning_text())
     return candidates[chosen](release, pub), check
+
+
+#: The words that start :meth:`ClassSeparation.warning_text` (benchmarks look for them).
+CANNOT_PLACE = "The release cannot place"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassSeparation:
+    """What :func:`class_separation` found: per class j, the estimated distance of its released
+    mean from the nearest other class k's in units of the noise on the noisier of the two
+    (``ratios``), that class (``nearest``) and the noisy counts the noise was read with
+    (``counts``, rounded). A pair below ``SEPARATION_WARNING`` is blamed on its noisier class
+    (the fewer records): that class is :attr:`unplaced`."""
+
+    ratios: tuple[float, ...]
+    nearest: tuple[int, ...]
+    counts: tuple[int, ...]
+
+    @property
+    def unplaced(self) -> tuple[int, ...]:
+        """The classes whose ratio is below ``SEPARATION_WARNING`` and whose nearest class has
+        at least as many records after noise, most noise-bound first."""
+        weak = [
+            j
+            for j, r in enumerate(self.ratios)
+            if r < SEPARATION_WARNING and self.counts[j] <= self.counts[self.nearest[j]]
+        ]
+        return tuple(sorted(weak, key=lambda j: self.ratios[j]))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> ClassSeparation:
+        """The separation :meth:`to_dict` wrote (``aggregate.json``, ``records.class_separation``)."""
+        ratios, nearest, counts = data["ratios"], data["nearest"], data["noisy_counts"]
+        if not (
+            isinstance(ratios, list) and isinstance(nearest, list) and isinstance(counts, list)
+        ):
+            raise InputError(f"class_separation must hold three lists, got {data!r}")
+        return cls(
+            ratios=tuple(float(v) for v in ratios),
+            nearest=tuple(int(v) for v in nearest),
+            counts=tuple(int(v) for v in counts),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "ratios": [round(v, 4) for v in self.ratios],
+            "nearest": list(self.nearest),
+            "noisy_counts": list(self.counts),
+            "warning_below": SEPARATION_WARNING,
+        }
+
+    def warning_text(self, names: Sequence[str] | None = None) -> str:
+        """The warning for the unplaced classes ('' when none), in the class ``names`` when
+        given (else their indices)."""
+        if not self.unplaced:
+            return ""
+
+        def name(j: int) -> str:
+            return repr(names[j]) if names is not None and j < len(names) else f"class {j}"
+
+        parts = [
+            f"{name(j)} (about {self.counts[j]} records after noise; {self.ratios[j]:.1f} times "
+            f"the noise from {name(self.nearest[j])})"
+            for j in self.unplaced
+        ]
+        return (
+            f"{CANNOT_PLACE} {'; '.join(parts)}: the noise on such a class's released mean is "
+            f"as large as its distance from the nearest class (below {SEPARATION_WARNING:g} "
+            "times), so most of its labels will be wrong and the student trained on them weak "
+            "for it. More records of the class or a larger target epsilon would help; this "
+            "reading of the release is free (post-processing)."
+        )
+
+
+def class_separation(release: NoisyClassMeans) -> ClassSeparation:
+    """How far each class's released mean lies from the nearest other class's, over the noise
+    on them; post-processing of the ``release`` only (docs/own_data.md, "pate.core.release_check").
+
+    In the release's whitened coordinates (d of them) the noise on class j's mean has
+    E||noise_j||^2 = d (R sigma / n_j)^2 (n_j its noisy count), so ||mu_j - mu_k||^2 - that of j
+    and of k estimates the squared distance of the noiseless means. Class j's ratio is the
+    smallest, over the other classes k, of the root of that estimate (0 when negative) over the
+    root mean square of the larger noise of the two."""
+    means = np.asarray(release.means, dtype=np.float64)
+    m, d = means.shape
+    noise = d * (release.geometry.radius * release.sigma / np.asarray(release.counts)) ** 2
+    squared = np.sum((means[:, None, :] - means[None, :, :]) ** 2, axis=-1)
+    larger = np.maximum(noise[:, None], noise[None, :])
+    ratio = np.sqrt(np.maximum(squared - noise[:, None] - noise[None, :], 0.0) / larger)
+    np.fill_diagonal(ratio, np.inf)
+    nearest = np.argmin(ratio, axis=1)
+    ratios = ratio[np.arange(m), nearest]
+    return ClassSeparation(
+        ratios=tuple(float(r) for r in ratios),
+        nearest=tuple(int(k) for k in nearest),
+        counts=tuple(int(round(c)) for c in release.counts),
+    )

@@ -14,6 +14,9 @@ choice to measure and record there.
   at eps 2 (docs/plan.md, ``[knn] features``).
 * ``MISMATCH_WARNING`` (:mod:`pate.core.release_check`): ``benchmarks/unseen_tables.py`` and runs
   on its tables at eps 2 (docs/own_data.md, "The rule check").
+* ``SEPARATION_WARNING`` (:func:`pate.core.release_check.class_separation`): the
+  ``benchmarks/messy_tables.py`` tables at eps 2, checked on the ``benchmarks/unseen_tables.py``
+  tables (docs/own_data.md, "pate.core.release_check").
 * ``ONE_THREAD_MACS`` (:func:`pate.teachers.sequential.step_threads`): steps timed on one and two
   idle cores (docs/threads.md, "One exception inside the teachers stage").
 
@@ -29,6 +32,7 @@ __all__ = [
     "LOGISTIC_RIDGE",
     "LDA_FLOOR",
     "MISMATCH_WARNING",
+    "SEPARATION_WARNING",
     "KERNEL_DIMS_EXPONENT",
     "KERNEL_DIMS_MIN",
     "KERNEL_DIMS_MAX",
@@ -50,6 +54,10 @@ LDA_FLOOR = 0.2
 #: Above this ratio of a rule's mismatch to what noise and sampling explain, the rule does not
 #: reproduce the release's class statistics: a warning (:func:`pate.core.release_check.checked_rule`).
 MISMATCH_WARNING = 3.0
+#: Below this ratio of a class's distance from the nearest other class to the noise on its
+#: released statistic, the release cannot place the class: a warning
+#: (:func:`pate.core.release_check.class_separation`).
+SEPARATION_WARNING = 2.0
 #: A sequential teacher whose batch's forward pass is below this many multiply-adds trains on one
 #: thread on a CPU (:func:`pate.teachers.sequential.step_threads`).
 ONE_THREAD_MACS = 10_000_000

@@ -142,9 +142,10 @@ class _ClassMeans(MechanismSpec):
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """The noisy class sums (``pate.core.mean_release.noisy_class_means``), then the scores of
         the labelling ``rule`` on the first ``queries`` public rows, chosen among its variants
-        and checked against the release (``pate.core.release_check.checked_rule``: free)."""
+        and checked against the release (``pate.core.release_check.checked_rule``), and how far
+        apart the release puts the classes (``class_separation``): all free."""
         from pate.core.mean_release import noisy_class_means
-        from pate.core.release_check import checked_rule
+        from pate.core.release_check import checked_rule, class_separation
         from pate.core.tuned_defaults import LOGISTIC_RIDGE
 
         release = noisy_class_means(
@@ -165,6 +166,7 @@ class _ClassMeans(MechanismSpec):
             "rule": rule,
             **({"ridge": LOGISTIC_RIDGE} if rule == "logistic" else {}),
             **({"rule_check": check.to_dict()} if check is not None else {}),
+            "class_separation": class_separation(release).to_dict(),
         }
 
 

@@ -5,6 +5,7 @@ small table and the harness's table. pate.fit on the tables is tests/test_hospit
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pandas as pd
@@ -174,10 +175,12 @@ def test_markdown_table_says_what_pate_said(messy):
             dict(base, table="d"),
             dict(base, table="f", status="ok", student=0.7, gap_closed=0.5, gap_closed_se=0.04,
                  meets_bar=False, named_weak_after_training=True),
+            dict(base, table="g", status="ok", student=0.7, gap_closed=0.5, meets_bar=True,
+                 named_before_training="The release cannot place 'denied' (about 70 records"),
         ]
     }  # fmt: skip
     lines = messy.markdown_table(results).splitlines()
-    assert len(lines) == 8
+    assert len(lines) == 9
     assert lines[2] == "| a | 750 / 200 / 50 | 3 | 50.0 | 90.0 | 82.0 | 0.80 | 12 | nothing | met |"
     assert lines[3].endswith("| 0.25 | 12 | warned: labels near chance \\| raise eps | met |")
     assert "| refused | – |" in lines[4] and lines[4].endswith("PlanError: too few | met |")
@@ -186,6 +189,26 @@ def test_markdown_table_says_what_pate_said(messy):
     assert lines[7].endswith(
         "| 0.50 ± 0.04 | 12 | nothing | **missed** (named weak after training) |"
     )
+    assert lines[8].endswith(
+        "| after the release: The release cannot place 'denied' (about 70 records | met |"
+    )
+
+
+def test_a_class_named_after_the_release_meets_the_bar_before_training(messy, monkeypatch):
+    """pate_row: a run that logged the release's "cannot place" warning (after the release,
+    before the student trains) is counted as having said why, even below 0.8; a run that did
+    not and closes less is not."""
+    from pate.core.release_check import CANNOT_PLACE
+
+    said = {"refusal": None, "plan_warnings": [], "error": "x", "warnings": []}
+    monkeypatch.setattr(messy, "_plan_and_fit", lambda table, keywords: (dict(said), None))
+    table = messy.generate(messy.quick(messy.TABLES["clinic-1k"]), 0)
+    quiet = messy.pate_row(table, {}, {}, eps=2.0, work=pathlib.Path("unused"))
+    assert quiet["meets_bar"] is False and quiet["named_before_training"] is None
+    said["warnings"] = ["other", f"{CANNOT_PLACE} 'died' (about 9 records after noise)"]
+    named = messy.pate_row(table, {}, {}, eps=2.0, work=pathlib.Path("unused"))
+    assert named["meets_bar"] is True and named["named_before_training"].endswith("noise)")
+    assert named["warned_before_training"] is False  # the plan itself said nothing
 
 
 def test_docs_blocks_are_rewritten_from_their_results_file(messy, tmp_path):

@@ -71,13 +71,25 @@ def public_report(report: dict) -> dict:
     return public
 
 
+def _recorded(run_dir: Path, key: str, reader):
+    """``reader`` of what a release's aggregate stage recorded under ``records.key``, else None."""
+    try:
+        records = json.loads((Path(run_dir) / rundir.AGGREGATE).read_text()).get("records")
+        data = records.get(key) if isinstance(records, dict) else None
+        return None if data is None else reader(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
 def read_rule_check(run_dir: Path):
     """The labelling rule's check a release's aggregate stage recorded, else None."""
     from pate.core.release_check import RuleCheck
 
-    try:
-        summary = json.loads((Path(run_dir) / rundir.AGGREGATE).read_text())
-        data = (summary.get("records") or {}).get("rule_check")
-        return None if data is None else RuleCheck.from_dict(data)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
+    return _recorded(run_dir, "rule_check", RuleCheck.from_dict)
+
+
+def read_class_separation(run_dir: Path):
+    """How far apart a release's aggregate stage found the classes, else None."""
+    from pate.core.release_check import ClassSeparation
+
+    return _recorded(run_dir, "class_separation", ClassSeparation.from_dict)

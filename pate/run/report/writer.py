@@ -10,7 +10,12 @@ from pathlib import Path
 
 from pate.core.io import naming_write_errors
 from pate.run import rundir
-from pate.run.report.content import build_report, public_report, read_rule_check
+from pate.run.report.content import (
+    build_report,
+    public_report,
+    read_class_separation,
+    read_rule_check,
+)
 from pate.run.report.plots import render_plots
 from pate.run.report.render import render_html, render_markdown
 from pate.run.report.resources import read_resources
@@ -66,6 +71,10 @@ def _full_report(run_dir: Path) -> dict:
     check = read_rule_check(run_dir)
     if check is not None and check.weak:  # the release's statistics not reproduced (free)
         report["warnings"].append(check.warning_text())
+    separation = read_class_separation(run_dir)
+    if separation is not None and separation.unplaced:  # classes the noise hides (free)
+        names = report.get("utility", {}).get("class_names")
+        report["warnings"].append(separation.warning_text(names))
     return report
 
 

@@ -4,14 +4,19 @@ the labelling rule, in one round; the release is never saved, the scores are pub
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from pate.core.errors import BudgetExceededError
+from pate.core.release_check import ClassSeparation
 from pate.run.rundir import Run
 from pate.run.stages.budget import raise_hint
 from pate.run.stages.pending import aggregate_info, publish
 from pate.run.stages.records import RecordsInputs, records_inputs, records_summary
 from pate.run.stages.rounds import Answers, Charging, Rounds, ask_in_rounds
+
+logger = logging.getLogger(__name__)
 
 
 def _reserve_release(run: Run, spec, inputs: RecordsInputs, event, charging: Charging):
@@ -114,6 +119,10 @@ def _release_asker(run: Run, spec, inputs: RecordsInputs, event, answers, record
         answers.labels[:queries] = np.argmax(scores, axis=1)  # the rule's predict
         answers.answered[:queries] = True
         records.update(details)
+        if "class_separation" in details:  # said now, before any student trains on the labels
+            separation = ClassSeparation.from_dict(details["class_separation"])
+            if separation.unplaced:
+                logger.warning("%s", separation.warning_text(run.data.class_names))
         return queries, event, None
 
     return ask

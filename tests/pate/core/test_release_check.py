@@ -9,6 +9,7 @@ import logging
 import numpy as np
 import pytest
 
+from pate.analysis.errors import InputError
 from pate.core.labelling_rules import AffineRule, rule_features
 from pate.core.mean_release import NoisyClassMeans, noisy_class_means
 from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
@@ -164,3 +165,84 @@ def test_shrinking_with_overwhelming_noise_gives_every_class_the_public_moments(
     np.testing.assert_allclose(rule.means, 0.0)
     assert np.all(rule.variances == rule.variances[:, :1])  # every eigenvalue at the floor
     assert np.all(rule.predict(e_public) == int(np.argmax(release.log_prior)))
+
+
+# ------------------------------------------------------------------ how far apart the classes are
+
+
+def _gaussian_release(counts, *, sigma, distance=6.0, d=8, seed=0):
+    """A release of classes drawn around means ``distance`` apart on the first axis (unit
+    noise), ``counts`` records each; public rows from the same mixture."""
+    from pate.core.mean_release import noisy_class_means
+
+    rng = np.random.default_rng(seed)
+    centres = np.zeros((len(counts), d))
+    centres[:, 0] = distance * np.arange(len(counts))
+    y = np.repeat(np.arange(len(counts)), counts)
+    x = centres[y] + rng.normal(size=(len(y), d))
+    public = centres[rng.integers(0, len(counts), 2000)] + rng.normal(size=(2000, d))
+    return noisy_class_means(
+        public, x, y, sigma=sigma, count_weight=KAPPA, num_classes=len(counts), rng=rng
+    )
+
+
+def test_class_separation_matches_its_formula():
+    """ratio_j = min_k sqrt(max(||mu_j - mu_k||^2 - noise_j - noise_k, 0) / max(noise_j,
+    noise_k)), noise_j = d (R sigma / n_j)^2, computed here by hand from the release's fields."""
+    from pate.core.release_check import class_separation
+
+    release = _gaussian_release([400, 300, 50], sigma=2.0)
+    found = class_separation(release)
+    m, d = release.means.shape
+    noise = d * (release.geometry.radius * release.sigma / release.counts) ** 2
+    for j in range(m):
+        others = [k for k in range(m) if k != j]
+        ratios = [
+            np.sqrt(
+                max(np.sum((release.means[j] - release.means[k]) ** 2) - noise[j] - noise[k], 0)
+                / max(noise[j], noise[k])
+            )
+            for k in others
+        ]
+        best = int(np.argmin(ratios))
+        assert found.nearest[j] == others[best]
+        assert found.ratios[j] == pytest.approx(ratios[best], rel=1e-12)
+    assert found.counts == tuple(int(round(c)) for c in release.counts)
+
+
+def test_a_rare_class_under_heavy_noise_is_named_and_common_ones_are_not():
+    """The same classes: with little noise every class is placed; with much noise the class of
+    30 records is not (its noisy mean wanders as far as the distance to its neighbour), while
+    the classes of 3000 still are (the pair of the middle class and the rare one is blamed on
+    the rare one); the warning names it by its declared name."""
+    from pate.core.release_check import CANNOT_PLACE, ClassSeparation, class_separation
+
+    quiet = class_separation(_gaussian_release([3000, 3000, 30], sigma=0.05))
+    assert quiet.unplaced == () and quiet.warning_text() == ""
+    loud = class_separation(_gaussian_release([3000, 3000, 30], sigma=8.0))
+    assert loud.unplaced == (2,)
+    assert loud.ratios[0] > 2 * loud.ratios[2] and loud.nearest[1] == 2
+    text = loud.warning_text(["paid", "pending", "denied"])
+    assert (
+        text.startswith(CANNOT_PLACE) and "'denied'" in text and "'paid'" not in text.split(":")[0]
+    )
+    assert "class 2" in loud.warning_text()  # no names: the index
+    assert ClassSeparation.from_dict(loud.to_dict()).unplaced == loud.unplaced
+    with pytest.raises(InputError, match="three lists"):
+        ClassSeparation.from_dict({"ratios": 1.0, "nearest": [], "noisy_counts": []})
+
+
+def test_class_separation_reads_the_release_only():
+    """Post-processing: two releases with the same noisy statistic give the same separation,
+    whatever private rows produced them (only the release's fields are read)."""
+    from pate.core.mean_release import release_from_statistic
+    from pate.core.release_check import class_separation
+
+    release = _gaussian_release([500, 500, 80], sigma=1.0)
+    again = release_from_statistic(
+        release.statistic.copy(),
+        geometry=release.geometry,
+        sigma=release.sigma,
+        count_weight=release.count_weight,
+    )
+    assert class_separation(again) == class_separation(release)

@@ -975,8 +975,46 @@ def test_a_table_with_enough_records_is_labelled_by_qda_end_to_end(tmp_path):
     assert config["student"]["targets"] == "soft" and config["student"]["temperature"] == 1.0
     records = json.loads((tmp_path / "run" / rundir.AGGREGATE).read_text())["records"]
     assert records["rule"] == "qda" and records["dims"] == 44
+    assert max(records["class_separation"]["ratios"]) > 2  # the classes are placed: no warning
     assert (
         'Labelling rule ([knn] rule = "qda", post-processing)'
         in (tmp_path / "run" / "report.md").read_text()
     )
     assert result.epsilon <= 2.0 and result.utility["student_accuracy"] > 0.6
+
+
+def test_a_class_the_release_cannot_place_is_named_before_the_student_trains(tmp_path, caplog):
+    """pate.fit on a table where one declared class has 25 of 2 425 private records: at eps 1
+    the noise on that class's released mean outweighs its distance from the others, so the
+    aggregate stage (before the student stage) logs a warning naming it, the summary records
+    the separation and the internal report repeats it; the common classes are not named."""
+    import logging
+
+    import pate
+    from pate.core.release_check import CANNOT_PLACE
+
+    rng = np.random.default_rng(3)
+    centres = np.zeros((3, 8))
+    centres[1, 0], centres[2, 1] = 3.0, 3.0
+    y = np.repeat([0, 1, 2], [1200, 1200, 25])
+    x = centres[y] + rng.normal(size=(len(y), 8))
+    public = centres[rng.integers(0, 2, 800)] + rng.normal(size=(800, 8))
+    y_eval = rng.integers(0, 3, 300)
+    caplog.set_level(logging.WARNING, logger="pate.run.stages.aggregate_release")
+    pate.fit(
+        (x, y),
+        public,
+        evaluation=(centres[y_eval] + rng.normal(size=(300, 8)), y_eval),
+        records=len(y),
+        classes=["paid", "pending", "denied"],
+        target_eps=1.0,
+        ledger=False,
+        run_dir=tmp_path / "run",
+    )
+    said = [r.getMessage() for r in caplog.records if r.name.endswith("aggregate_release")]
+    assert len(said) == 1 and said[0].startswith(CANNOT_PLACE)
+    assert "'denied'" in said[0] and "'paid' (" not in said[0] and "'pending' (" not in said[0]
+    records = json.loads((tmp_path / "run" / rundir.AGGREGATE).read_text())["records"]
+    assert records["class_separation"]["ratios"][2] < records["class_separation"]["warning_below"]
+    internal = (tmp_path / "run" / rundir.REPORT_INTERNAL_MD).read_text()
+    assert CANNOT_PLACE in internal and "'denied'" in internal
