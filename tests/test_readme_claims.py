@@ -141,7 +141,11 @@ def test_the_messy_tables_line_is_the_results_file():
     rows = json.loads((REPO / "benchmarks/results/messy_tables.json").read_text())["rows"]
     closed = [row["gap_closed"] for row in rows]
     met = sum(row["meets_bar"] for row in rows)
-    line = re.search(r"Messy tables.*?training \(", README, flags=re.S).group(0)
+    line = re.search(r"Messy tables.*?messy_tables\.json`\)", README, flags=re.S).group(0)
     line = " ".join(line.split())
     assert f"closes {min(closed):.2f}–{max(closed):.2f} of the gap" in line
     assert f"{met} of {len(rows)} tables meet 0.8 or are warned before training" in line
+    # the one below the bar that only its release's warning named
+    (named,) = [r for r in rows if r["gap_closed"] < 0.8 and not r["warned_before_training"]]
+    assert named["named_before_training"]
+    assert f"({named['gap_closed']:.2f}) is warned after its release" in line
