@@ -234,9 +234,13 @@ def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> 
     (weights, bias) is the exact least-squares solution of ``scores = [x(public), 1] @
     [weights, bias].T`` over the labelled rows: d + 1 unknowns per class. Reading only public
     rows and published scores, it is post-processing and costs no privacy. Refused (ValueError)
-    unless the labelled rows' design has full column rank (at least d + 1 of them) and the fit
-    reproduces ``scores`` to ``RECOVERY_TOLERANCE`` relative: scores that are not such a rule of
-    these embeddings (another rule, other embeddings) are never approximated.
+    unless the labelled rows' design has the rank of all the public rows' (they determine the
+    rule wherever the public embeddings vary) and the fit reproduces ``scores`` to
+    ``RECOVERY_TOLERANCE`` relative: scores that are not such a rule of these embeddings
+    (another rule, other embeddings) are never approximated. Where the public embeddings
+    themselves span fewer than d + 1 directions (a table's collinear encoded columns: one-hot
+    groups beside a PCA of as many axes as columns), the coefficients are the minimum-norm ones:
+    no weight on a direction no public row varies in.
     """
     pub = check_embeddings(public, "public")
     sc = np.asarray(scores, dtype=np.float64)
@@ -253,10 +257,15 @@ def recover_rule(public: npt.ArrayLike, scores: npt.ArrayLike, *, rule: str) -> 
         [rule_features(pub[labelled], geometry, rule), np.ones((int(labelled.sum()), 1))]
     )
     rank = int(np.linalg.matrix_rank(design)) if design.size else 0
-    if rank < design.shape[1]:
+    span = int(
+        np.linalg.matrix_rank(
+            np.hstack([rule_features(pub, geometry, rule), np.ones((len(pub), 1))])
+        )
+    )
+    if rank < span:
         raise InputError(
             f"the {int(labelled.sum())} labelled public rows do not determine a rule "
-            f"in {pub.shape[1]} dims (rank {rank} < {design.shape[1]})"
+            f"in {pub.shape[1]} dims (rank {rank} < {span}, the public rows')"
         )
     target = sc[labelled]
     coef, *_ = np.linalg.lstsq(design, target, rcond=None)

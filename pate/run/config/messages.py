@@ -68,7 +68,10 @@ def _python_assignment(match: re.Match) -> str:
     table, key, text = match.groups()
     if not _declared(table, key):
         return match.group(0)
-    return keyword(table, key) + (repr(json.loads(text)) if text.startswith('"') else text)
+    value = {"true": "True", "false": "False"}.get(text, text)
+    value = repr(json.loads(text)) if text.startswith('"') else value
+    spelled = keyword(table, key)  # a recipe's key: student_params={'key': ...}
+    return spelled.replace("...", value) if spelled.endswith("...}") else spelled + value
 
 
 def python_wording(message: str) -> str:

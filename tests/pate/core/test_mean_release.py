@@ -956,6 +956,34 @@ def test_a_rule_is_recovered_exactly_from_its_published_scores(rule):
     )
 
 
+@pytest.mark.parametrize("rule", LINEAR_RULES)
+def test_a_rule_over_collinear_columns_is_recovered_on_their_span(rule):
+    """A fourth column that is the sum of two others (as one-hot groups are collinear): the
+    public rows span 4 of the 5 directions of [x, 1], every public row is labelled, and the
+    recovered rule (minimum-norm coefficients) scores unseen rows with the same relation as the
+    rule itself; with too few labelled rows it is still refused."""
+    public, private, labels, test, _ = _clusters(3, n_public=300)
+
+    def collinear(rows):
+        return np.hstack([rows[:, :3], rows[:, :1] + rows[:, 1:2]])
+
+    public, private, test = collinear(public), collinear(private), collinear(test)
+    release = noisy_class_means(
+        public, private, labels, sigma=2.0, count_weight=KAPPA, num_classes=4,
+        rng=np.random.default_rng(4),
+    )  # fmt: skip
+    labeller = labelling_rule(release, public, rule)
+    recovered = recover_rule(public, labeller.scores(public), rule=rule)
+    unseen = np.vstack([test[:100], 10 * test[:20]])
+    np.testing.assert_allclose(
+        recovered.scores(unseen), labeller.scores(unseen), rtol=1e-6, atol=1e-6
+    )
+    few = labeller.scores(public)
+    few[3:] = np.nan  # 3 labelled rows: rank 3 < 4, the public rows'
+    with pytest.raises(ValueError, match=r"rank 3 < 4, the public rows'"):
+        recover_rule(public, few, rule=rule)
+
+
 def test_scores_that_are_not_such_a_rule_are_refused():
     public, private, labels, _, _ = _clusters(5, n_public=300)
     release = noisy_class_means(

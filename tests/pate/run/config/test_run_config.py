@@ -113,6 +113,12 @@ def test_the_python_front_end_words_keys_as_keywords():
         python_wording("[aggregator] mechanism = 'private-knn' needs k")
         == "mechanism='private-knn' needs k"
     )
+    # a recipe's key takes its value inside the dict; TOML's booleans become Python's
+    assert (
+        python_wording("[student] combine_with_rule = true multiplies; [privacy] release = false")
+        == "student_params={'combine_with_rule': True} multiplies; release=False"
+    )
+    assert python_wording('[student] targets = "soft"') == "student_params={'targets': 'soft'}"
 
 
 def test_an_unparsable_config_is_refused():
