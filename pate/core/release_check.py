@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,7 +25,11 @@ from pate.core.labelling_rules import (
 )
 from pate.core.mean_release import NoisyClassMeans, release_from_statistic
 from pate.core.quadratic_rule import QuadraticDiscriminant, quadratic_discriminant
-from pate.core.tuned_defaults import MISMATCH_WARNING, SEPARATION_WARNING
+from pate.core.tuned_defaults import (
+    MISMATCH_WARNING,
+    SEPARABLE_DISTANCE,
+    SEPARATION_WARNING,
+)
 
 __all__ = [
     "CHECK_DRAWS",
@@ -181,47 +186,64 @@ CANNOT_PLACE = "The release cannot place"
 
 @dataclasses.dataclass(frozen=True)
 class ClassSeparation:
-    """What :func:`class_separation` found: per class j, the estimated distance of its released
-    mean from the nearest other class k's in units of the noise on the noisier of the two
-    (``ratios``), that class (``nearest``) and the noisy counts the noise was read with
-    (``counts``, rounded). A pair below ``SEPARATION_WARNING`` is blamed on its noisier class
-    (the fewer records): that class is :attr:`unplaced`."""
+    """What :func:`class_separation` found, per class j: the class k whose released mean is
+    nearest in units of the noise (``nearest``), the estimated distance of the two noiseless
+    means (``distances``) and the root mean square of the larger noise of the two (``noise``),
+    both in public standard deviations, and the noisy counts the noise was read with
+    (``counts``, rounded). Their ``ratios``: distance over noise."""
 
-    ratios: tuple[float, ...]
     nearest: tuple[int, ...]
+    distances: tuple[float, ...]
+    noise: tuple[float, ...]
     counts: tuple[int, ...]
 
     @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(d / n if n > 0 else np.inf for d, n in zip(self.distances, self.noise))
+
+    @property
     def unplaced(self) -> tuple[int, ...]:
-        """The classes whose ratio is below ``SEPARATION_WARNING`` and whose nearest class has
-        at least as many records after noise, most noise-bound first."""
+        """The classes the noise hides, most noise-bound first: ratio below
+        ``SEPARATION_WARNING``, no more records after noise than their nearest class (a pair is
+        blamed on its noisier class), and not merely overlapping classes (the distance or the
+        noise at least ``SEPARABLE_DISTANCE``: two means closer than that, under less noise,
+        are classes that overlap whatever the budget)."""
+        ratios = self.ratios
         weak = [
             j
-            for j, r in enumerate(self.ratios)
-            if r < SEPARATION_WARNING and self.counts[j] <= self.counts[self.nearest[j]]
+            for j, ratio in enumerate(ratios)
+            if ratio < SEPARATION_WARNING
+            and max(self.distances[j], self.noise[j]) >= SEPARABLE_DISTANCE
+            and self.counts[j] <= self.counts[self.nearest[j]]
         ]
-        return tuple(sorted(weak, key=lambda j: self.ratios[j]))
+        return tuple(sorted(weak, key=lambda j: ratios[j]))
 
     @classmethod
     def from_dict(cls, data: dict[str, object]) -> ClassSeparation:
         """The separation :meth:`to_dict` wrote (``aggregate.json``, ``records.class_separation``)."""
-        ratios, nearest, counts = data["ratios"], data["nearest"], data["noisy_counts"]
-        if not (
-            isinstance(ratios, list) and isinstance(nearest, list) and isinstance(counts, list)
-        ):
-            raise InputError(f"class_separation must hold three lists, got {data!r}")
+        lists: list[list[Any]] = []
+        for key in ("nearest", "distances", "noise", "noisy_counts"):
+            values = data[key]
+            if not isinstance(values, list):
+                raise InputError(f"class_separation must hold four lists, got {data!r}")
+            lists.append(values)
+        nearest, distances, noise, counts = lists
         return cls(
-            ratios=tuple(float(v) for v in ratios),
             nearest=tuple(int(v) for v in nearest),
+            distances=tuple(float(v) for v in distances),
+            noise=tuple(float(v) for v in noise),
             counts=tuple(int(v) for v in counts),
         )
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "ratios": [round(v, 4) for v in self.ratios],
             "nearest": list(self.nearest),
+            "distances": [round(v, 6) for v in self.distances],
+            "noise": [round(v, 6) for v in self.noise],
+            "ratios": [round(v, 4) for v in self.ratios],
             "noisy_counts": list(self.counts),
             "warning_below": SEPARATION_WARNING,
+            "separable_from": SEPARABLE_DISTANCE,
         }
 
     def warning_text(self, names: Sequence[str] | None = None) -> str:
@@ -241,7 +263,7 @@ class ClassSeparation:
         return (
             f"{CANNOT_PLACE} {'; '.join(parts)}: the noise on such a class's released mean is "
             f"as large as its distance from the nearest class (below {SEPARATION_WARNING:g} "
-            "times), so most of its labels will be wrong and the student trained on them weak "
+            "times), so many of its labels will be wrong and the student trained on them weak "
             "for it. More records of the class or a larger target epsilon would help; this "
             "reading of the release is free (post-processing)."
         )
@@ -254,19 +276,22 @@ def class_separation(release: NoisyClassMeans) -> ClassSeparation:
     In the release's whitened coordinates (d of them) the noise on class j's mean has
     E||noise_j||^2 = d (R sigma / n_j)^2 (n_j its noisy count), so ||mu_j - mu_k||^2 - that of j
     and of k estimates the squared distance of the noiseless means. Class j's ratio is the
-    smallest, over the other classes k, of the root of that estimate (0 when negative) over the
-    root mean square of the larger noise of the two."""
+    smallest, over the other classes k, of the root of that estimate (0 when negative; the
+    class's ``distances``, in public standard deviations: the whitened axes have the public
+    rows' unit variance) over the root mean square of the larger noise of the two."""
     means = np.asarray(release.means, dtype=np.float64)
     m, d = means.shape
     noise = d * (release.geometry.radius * release.sigma / np.asarray(release.counts)) ** 2
     squared = np.sum((means[:, None, :] - means[None, :, :]) ** 2, axis=-1)
-    larger = np.maximum(noise[:, None], noise[None, :])
-    ratio = np.sqrt(np.maximum(squared - noise[:, None] - noise[None, :], 0.0) / larger)
+    distance = np.sqrt(np.maximum(squared - noise[:, None] - noise[None, :], 0.0))
+    larger = np.sqrt(np.maximum(noise[:, None], noise[None, :]))
+    ratio = distance / larger
     np.fill_diagonal(ratio, np.inf)
     nearest = np.argmin(ratio, axis=1)
-    ratios = ratio[np.arange(m), nearest]
+    pick = (np.arange(m), nearest)
     return ClassSeparation(
-        ratios=tuple(float(r) for r in ratios),
         nearest=tuple(int(k) for k in nearest),
+        distances=tuple(float(v) for v in distance[pick]),
+        noise=tuple(float(v) for v in larger[pick]),
         counts=tuple(int(round(c)) for c in release.counts),
     )
