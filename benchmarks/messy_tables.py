@@ -424,6 +424,15 @@ def predicted_names(predictions, classes: tuple[str, ...]) -> np.ndarray:
     return predictions.astype(object)
 
 
+def _closes(gap: float | None, student: float, ref: dict) -> bool | None:
+    """Whether a student meets #50's bar by its gap closed; None where there is no gap to close
+    (the non-private model is no better than the majority class) and the student keeps to the
+    majority's accuracy or better."""
+    if gap is not None:
+        return gap >= own_data.GAP_TARGET
+    return None if student >= ref["majority"] else False
+
+
 def pate_row(table: MessyTable, ref: dict, right: dict, *, eps: float, work: pathlib.Path) -> dict:
     """One ``pate.fit`` with the table's names and ``target_eps`` only, as a result row
     (``right``: the references' right rows, :func:`references`)."""
@@ -461,7 +470,7 @@ def pate_row(table: MessyTable, ref: dict, right: dict, *, eps: float, work: pat
         mechanism=result.privacy.get("mechanism"),
         gap_closed=None if gap is None else round(gap, 4),
         gap_closed_se=None if se is None else round(se, 4),
-        meets_bar=warned or (gap is not None and gap >= own_data.GAP_TARGET),
+        meets_bar=warned or _closes(gap, student, ref),
         named_weak_after_training=any(WEAK_RESULT in w for w in said["warnings"]),
     )  # fmt: skip
     return row
@@ -530,6 +539,8 @@ def markdown_table(results: dict) -> str:
         seconds = "–" if spent is None else f"{spent:.0f}"
         cells += [own_data._pct(r["non_private"]), student, gap, seconds]
         bar = {True: "met", False: "**missed**", None: "–"}[r.get("meets_bar")]
+        if r.get("meets_bar") is None and r.get("status") == "ok":
+            bar = "no gap to close"
         if r.get("meets_bar") is False and r.get("named_weak_after_training"):
             bar += " (named weak after training)"
         lines.append("| " + " | ".join(cells + [_said(r).replace("|", "\\|"), bar]) + " |")

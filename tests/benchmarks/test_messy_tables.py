@@ -226,3 +226,18 @@ def test_docs_blocks_are_rewritten_from_their_results_file(messy, tmp_path):
     text = doc.read_text()
     assert "old" not in text and messy.markdown_table({"rows": [row]}) in text
     assert text.startswith("before\n") and text.endswith("<!-- /messy_tables table -->\n")
+
+
+def test_a_table_without_a_gap_to_close(messy):
+    """Where the non-private model is no better than the majority class there is no gap: a
+    student at the majority's accuracy or better is neither met nor missed, one below it
+    missed."""
+    ref = {"majority": 0.83, "non_private": 0.81}
+    assert messy._closes(None, 0.83, ref) is None
+    assert messy._closes(None, 0.80, ref) is False
+    assert messy._closes(0.85, 0.9, ref) is True and messy._closes(0.5, 0.9, ref) is False
+    row = dict(
+        table="t", rows={"private": 1, "public": 1, "evaluation": 1}, classes=2, majority=0.83,
+        non_private=0.81, status="ok", student=0.83, gap_closed=None, meets_bar=None,
+    )  # fmt: skip
+    assert messy.markdown_table({"rows": [row]}).splitlines()[2].endswith("| no gap to close |")
