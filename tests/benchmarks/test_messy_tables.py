@@ -234,6 +234,7 @@ def test_a_table_without_a_gap_to_close(messy):
     missed."""
     ref = {"majority": 0.83, "non_private": 0.81}
     assert messy._closes(None, 0.83, ref) is None
+    assert messy._closes(None, 0.829966, {"majority": 0.83}) is None  # as the majority is rounded
     assert messy._closes(None, 0.80, ref) is False
     assert messy._closes(0.85, 0.9, ref) is True and messy._closes(0.5, 0.9, ref) is False
     row = dict(
