@@ -242,3 +242,18 @@ def test_a_table_without_a_gap_to_close(messy):
         non_private=0.81, status="ok", student=0.83, gap_closed=None, meets_bar=None,
     )  # fmt: skip
     assert messy.markdown_table({"rows": [row]}).splitlines()[2].endswith("| no gap to close |")
+
+
+def test_the_docs_tables_are_their_results_files(messy):
+    """docs/benchmarks.md's messy- and real-table blocks are what their results files give
+    (regenerate: ``python benchmarks/messy_tables.py --docs docs/benchmarks.md``)."""
+    import docs_blocks
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    blocks = docs_blocks.docs_tables((root / "docs" / "benchmarks.md").read_text(), messy.DOCS_TAG)
+    assert {path for path, _ in blocks} == {
+        "benchmarks/results/messy_tables.json",
+        "benchmarks/results/real_tables_cardata.json",
+    }
+    for path, table in blocks:
+        assert table == messy.markdown_table(json.loads((root / path).read_text())), path
