@@ -1001,7 +1001,7 @@ def test_a_class_the_release_cannot_place_is_named_before_the_student_trains(tmp
     public = centres[rng.integers(0, 2, 800)] + rng.normal(size=(800, 8))
     y_eval = rng.integers(0, 3, 300)
     caplog.set_level(logging.WARNING, logger="pate.run.stages.aggregate_release")
-    pate.fit(
+    result = pate.fit(
         (x, y),
         public,
         evaluation=(centres[y_eval] + rng.normal(size=(300, 8)), y_eval),
@@ -1018,3 +1018,4 @@ def test_a_class_the_release_cannot_place_is_named_before_the_student_trains(tmp
     assert records["class_separation"]["ratios"][2] < records["class_separation"]["warning_below"]
     internal = (tmp_path / "run" / rundir.REPORT_INTERNAL_MD).read_text()
     assert CANNOT_PLACE in internal and "'denied'" in internal
+    assert [w for w in result.warnings if w.startswith(CANNOT_PLACE)] == said
