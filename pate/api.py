@@ -316,11 +316,20 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
     no_teachers = spec.kind.reads_private_records  # Private-kNN: the records vote themselves
     if no_teachers and num_teachers is not None:
         raise InputTypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
-    if knn is not None and not no_teachers:
+    # "auto" with a target and no teachers asked for becomes the planner's choice without
+    # teachers (pate.run.planner.steps.auto_mechanism), which reads the records: knn= applies
+    auto_reads = (
+        mechanism == "auto"
+        and target_eps is not None
+        and given["teacher"] == "auto"
+        and num_teachers is None
+        and mechanisms.get(planner.AUTO_NO_TEACHERS).kind.reads_private_records
+    )
+    if knn is not None and not (no_teachers or auto_reads):
         raise InputTypeError(
             f"knn= (the public-fitted embedding) applies to the mechanisms that read "
             f"the private records ('private-knn', 'class-means') only, not "
-            f"{mechanism!r}"
+            f"{mechanism!r}" + (" with teachers" if mechanism == "auto" else "")
         )
     voters = noise.get("k") if no_teachers else num_teachers
     if target_eps is not None:

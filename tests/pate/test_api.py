@@ -341,3 +341,29 @@ def test_evaluation_arrays_are_internal_unless_declared_public(digits):
     assert data.evaluation_public and table["evaluation_public"] is True
     with pytest.raises(TypeError, match="split_column= applies to a source that is one pool"):
         data_source(*args, evaluation, dict(declared, split_column="split"))
+
+
+def test_knn_settings_with_the_automatic_mechanism_and_no_teachers(tmp_path, digits):
+    """knn= with mechanism "auto", a target and no teachers asked for: the planner's choice
+    without teachers reads the records, so the settings apply (the plan uses them); with
+    teachers asked for they are refused before any work, naming why."""
+    args = dict(
+        evaluation=(flat(digits.evaluation), digits.evaluation.y),
+        records=1000,
+        classes=DIGITS_CLASSES,
+        target_eps=2.0,
+        ledger=False,
+        knn={"features": "none", "dims": 12, "rule": "lda"},
+    )
+    plan = pate.plan((flat(digits.private), digits.private.y), flat(digits.public), **args)
+    assert plan.mechanism == "class-means"
+    assert not {"features", "dims", "rule"} & set(plan.filled)  # the user's, not the planner's
+    with pytest.raises(TypeError, match="not 'auto' with teachers"):
+        pate.fit(
+            (flat(digits.private), digits.private.y),
+            flat(digits.public),
+            num_teachers=10,
+            run_dir=tmp_path / "run",
+            **args,
+        )
+    assert not (tmp_path / "run").exists()

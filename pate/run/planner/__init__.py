@@ -7,6 +7,7 @@ with a :class:`PlanError` naming the setting and a fix; every rule: ``docs/plan.
 
 from pate.run.planner.plan_data import (
     AUTO_MECHANISM,
+    AUTO_NO_TEACHERS,
     DROWNING_NOISE,
     FIXED_NOISE_MECHANISM,
     MAX_TEACHERS,
@@ -30,6 +31,7 @@ from pate.run.planner.steps import (
 
 __all__ = [
     "AUTO_MECHANISM",
+    "AUTO_NO_TEACHERS",
     "DROWNING_NOISE",
     "FIXED_NOISE_MECHANISM",
     "MAX_TEACHERS",
