@@ -30,7 +30,7 @@ demo: setup
 	fi
 	$(VENV)/bin/pate run --config configs/fashion_mnist.toml --resume
 
-# Two workers (pytest-xdist) on CI's 2 cores: 9 minutes instead of 13 for the whole suite.
+# Two workers (pytest-xdist) on CI's 2 cores: 9-10 minutes instead of 13 for the whole suite.
 test: setup lint
 	$(PY) -m pytest -q -n 2
 
