@@ -59,7 +59,9 @@ def utility_warnings(
     label_accuracy_answered, answered_plurality_agreement, student_steps, scale_warnings). A
     smoke test (it only checks that the pipeline works) trains short on purpose: not warned."""
     out = []
-    accuracy_warning = _student_accuracy_warning(u, num_classes=num_classes, answered=answered)
+    accuracy_warning = _student_accuracy_warning(
+        u, num_classes=num_classes, answered=answered, smoke_test=smoke_test
+    )
     if accuracy_warning is not None:
         out.append(accuracy_warning)
     if 0 < answered < MIN_LABELS_PER_CLASS * num_classes:
@@ -111,7 +113,9 @@ def split_utility_warnings(
     return public, [w for w in everything if w not in public]
 
 
-def _student_accuracy_warning(u: dict, *, num_classes: int, answered: int) -> str | None:
+def _student_accuracy_warning(
+    u: dict, *, num_classes: int, answered: int, smoke_test: bool = False
+) -> str | None:
     """The one warning about the student's accuracy, against chance, its own labels or the
     teachers' plurality vote (the first rule it breaks; None when it breaks none)."""
     if "student_accuracy" not in u:  # measured on data not declared public: judged internally
@@ -128,12 +132,14 @@ def _student_accuracy_warning(u: dict, *, num_classes: int, answered: int) -> st
         return (
             f"The student ({_pct(student)}) is near chance: always answering the evaluation "
             f"split's majority class gives {_pct(baseline)}. "
-            + _near_chance_cause(u, baseline, num_classes=num_classes, answered=answered)
+            + _near_chance_cause(
+                u, baseline, num_classes=num_classes, answered=answered, smoke_test=smoke_test
+            )
         )
     elif labels is not None and student < labels - BELOW_LABELS:
         return (
             f"The student ({_pct(student)}) is far below the accuracy of its own labels "
-            f"({_pct(labels)}): it did not learn what it was given. {_training_fix(u)}"
+            f"({_pct(labels)}): it did not learn what it was given. {_training_fix(u, smoke_test)}"
         )
     elif plurality is not None and student < plurality - BELOW_PLURALITY:
         cause = (
@@ -153,12 +159,15 @@ def _student_accuracy_warning(u: dict, *, num_classes: int, answered: int) -> st
     return None
 
 
-def _training_fix(u: dict) -> str:
+def _training_fix(u: dict, smoke_test: bool = False) -> str:
     """How to train the student better: longer only when its given epochs were short (unset
-    epochs train at least MIN_STUDENT_STEPS steps)."""
+    epochs train at least MIN_STUDENT_STEPS steps) and the run is not a smoke test, which
+    trains short on purpose."""
     from pate.student.settings import MIN_STUDENT_STEPS
 
     steps = u.get("student_steps")
+    if smoke_test:
+        return "This smoke test trains its student short on purpose; a real run would not."
     if steps is not None and steps < MIN_STUDENT_STEPS:
         return (
             f"Train it longer: its epochs give {steps} optimiser steps (leave them unset: "
@@ -167,7 +176,9 @@ def _training_fix(u: dict) -> str:
     return "Use student='auto' or a model suited to the inputs (scaled tabular features)."
 
 
-def _near_chance_cause(u: dict, baseline: float, *, num_classes: int, answered: int) -> str:
+def _near_chance_cause(
+    u: dict, baseline: float, *, num_classes: int, answered: int, smoke_test: bool = False
+) -> str:
     """Why a student near chance is there, from the figures ``u`` holds (the first that
     applies): teachers who learned too little, noise that decides the answers, too few labels,
     labels near chance themselves, else the student's training."""
@@ -198,9 +209,9 @@ def _near_chance_cause(u: dict, baseline: float, *, num_classes: int, answered: 
         return (
             "Whether its labels are better could not be checked (the public labels are not "
             "known): if `pate plan` warned of weak labels, they are the problem (a larger "
-            f"target epsilon); otherwise: {_training_fix(u)}"
+            f"target epsilon); otherwise: {_training_fix(u, smoke_test)}"
         )
-    return f"Its labels are better ({_pct(labels)}). {_training_fix(u)}"
+    return f"Its labels are better ({_pct(labels)}). {_training_fix(u, smoke_test)}"
 
 
 def _model_object(run: Run, key: str, setting):

@@ -31,6 +31,17 @@ def test_train_longer_is_advised_only_when_the_given_epochs_were_short():
     assert "Train it longer: its epochs give 120 optimiser steps" in warned(
         student_accuracy=0.15, student_steps=120
     )
+    # a smoke test trains short on purpose: the student below its labels is still said, the
+    # advice to train longer is not (a fresh-clone run's smoke test drew it under load)
+    smoke = " ".join(
+        utility_warnings(
+            {**HEALTHY, "student_accuracy": 0.6, "label_accuracy_answered": 0.98,
+             "student_steps": 120},
+            num_classes=10, answered=320, smoke_test=True,
+        )
+    )  # fmt: skip
+    assert "far below the accuracy of its own labels" in smoke
+    assert "optimiser steps" not in smoke and "short on purpose" in smoke
     unset = warned(student_accuracy=0.15)  # auto epochs: at least 1000 steps
     assert "near chance" in unset and "longer" not in unset and "epochs" not in unset
     assert "longer" not in warned(student_accuracy=0.3, label_accuracy_answered=0.53)
