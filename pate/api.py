@@ -316,14 +316,13 @@ def _aggregator_table(given: Mapping[str, Any]) -> tuple[AggregatorTable, bool]:
     no_teachers = spec.kind.reads_private_records  # Private-kNN: the records vote themselves
     if no_teachers and num_teachers is not None:
         raise InputTypeError(f"mechanism={mechanism!r} trains no teachers: drop num_teachers=")
-    # "auto" with a target and no teachers asked for becomes the planner's choice without
-    # teachers (pate.run.planner.steps.auto_mechanism), which reads the records: knn= applies
+    # "auto" with a target becomes the planner's choice, which may read the records: knn= applies
     auto_reads = (
         mechanism == "auto"
         and target_eps is not None
-        and given["teacher"] == "auto"
-        and num_teachers is None
-        and mechanisms.get(planner.AUTO_NO_TEACHERS).kind.reads_private_records
+        and mechanisms.get(
+            planner.auto_mechanism_for(given["teacher"], num_teachers)
+        ).kind.reads_private_records
     )
     if knn is not None and not (no_teachers or auto_reads):
         raise InputTypeError(

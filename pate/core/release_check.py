@@ -249,16 +249,17 @@ class ClassSeparation:
     def warning_text(self, names: Sequence[str] | None = None) -> str:
         """The warning for the unplaced classes ('' when none), in the class ``names`` when
         given (else their indices)."""
-        if not self.unplaced:
+        unplaced, ratios = self.unplaced, self.ratios
+        if not unplaced:
             return ""
 
         def name(j: int) -> str:
             return repr(names[j]) if names is not None and j < len(names) else f"class {j}"
 
         parts = [
-            f"{name(j)} (about {self.counts[j]} records after noise; {self.ratios[j]:.1f} times "
+            f"{name(j)} (about {self.counts[j]} records after noise; {ratios[j]:.1f} times "
             f"the noise from {name(self.nearest[j])})"
-            for j in self.unplaced
+            for j in unplaced
         ]
         return (
             f"{CANNOT_PLACE} {'; '.join(parts)}: the noise on such a class's released mean is "

@@ -7,7 +7,6 @@ with a :class:`PlanError` naming the setting and a fix; every rule: ``docs/plan.
 
 from pate.run.planner.plan_data import (
     AUTO_MECHANISM,
-    AUTO_NO_TEACHERS,
     DROWNING_NOISE,
     FIXED_NOISE_MECHANISM,
     MAX_TEACHERS,
@@ -22,6 +21,7 @@ from pate.run.planner.plan_data import (
 from pate.run.planner.rules import plan_config
 from pate.run.planner.steps import (
     auto_mechanism,
+    auto_mechanism_for,
     ledger_remaining,
     log_plan,
     needs_plan,
@@ -31,7 +31,6 @@ from pate.run.planner.steps import (
 
 __all__ = [
     "AUTO_MECHANISM",
-    "AUTO_NO_TEACHERS",
     "DROWNING_NOISE",
     "FIXED_NOISE_MECHANISM",
     "MAX_TEACHERS",
@@ -42,6 +41,7 @@ __all__ = [
     "Plan",
     "PlanError",
     "auto_mechanism",
+    "auto_mechanism_for",
     "facts_of",
     "ledger_remaining",
     "log_plan",

@@ -52,8 +52,18 @@ def auto_mechanism(config) -> str:
     when the user asked for none (teacher model "auto" and the number of teachers open), else
     its choice with teachers (``pate.mechanisms.auto_choice``; docs/plan.md,
     "What it fills in"). Reads the config only."""
-    open_count = config.partition.num_teachers in (None, "auto")
-    return AUTO_NO_TEACHERS if config.teachers.model == "auto" and open_count else AUTO_MECHANISM
+    return auto_mechanism_for(config.teachers.model, config.partition.num_teachers)
+
+
+def auto_mechanism_for(teacher, num_teachers) -> str:
+    """:func:`auto_mechanism` of the teacher model and number of teachers asked for (before a
+    config is built: :func:`pate.fit`'s keywords)."""
+    open_count = num_teachers in (None, "auto")
+    return (
+        AUTO_NO_TEACHERS
+        if isinstance(teacher, str) and teacher == "auto" and open_count
+        else AUTO_MECHANISM
+    )
 
 
 def with_auto_mechanism(config):
