@@ -83,7 +83,8 @@ def _accuracy(theta, u, y, m):
     return float(np.mean((u @ theta[: m * d].reshape(m, d).T + theta[m * d :]).argmax(1) == y))
 
 
-def _embeddings(cache_dir):
+def embeddings(cache_dir, dims=DIMS):
+    """(public, private, labels, held-out, labels) over the config's front-end at ``dims``."""
     from pate.teachers import feature_cache
     from pate.teachers.data import load_pate_data
     from pate.teachers.public_embedding import PublicFrontEnd
@@ -91,7 +92,7 @@ def _embeddings(cache_dir):
     data = load_pate_data("fashion-mnist")
     cache = None if cache_dir is None else feature_cache.FeatureCache(pathlib.Path(cache_dir))
     front, public = PublicFrontEnd.fit_transform(
-        data.public.x, features="scatternet", dims=DIMS, cache=cache
+        data.public.x, features="scatternet", dims=dims, cache=cache
     )
     train = front.embed(data.private.x, cache=cache)
     y = np.asarray(data.private.y)
@@ -110,7 +111,7 @@ def measure(cache_dir=None) -> dict:
         release_from_statistic,
     )
 
-    public, private, y, held, y_held = _embeddings(cache_dir)
+    public, private, y, held, y_held = embeddings(cache_dir)
     geometry = public_geometry(public)
     m = int(y.max()) + 1
     u_pub, u_priv, u_held = (
