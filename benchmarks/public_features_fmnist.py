@@ -1,0 +1,235 @@
+"""Features learned on the public images alone (issue #52), measured on CPU: what single-layer
+k-means patch features (Coates, Ng & Lee 2011), fitted on the public split only, add to the
+ScatterNet features of the class-means release.
+
+The held-out protocol of ``benchmarks/release_ceiling_fmnist.py`` (private = the FIRST 50000
+training images, scored on the LAST 10000; public = the first 9000 test images, no labels read).
+The patch features: 6 x 6 patches of the public images, each normalised (its mean removed,
+divided by sqrt(variance + 0.01)) and ZCA-whitened (public patch covariance, + 0.1), clustered
+by mini-batch k-means into K = 400 centroids; an image's features are the triangle activations
+max(0, mean_k d_k - d_k) of every patch (stride 1), summed over the image's four quadrants:
+1600 features. Nothing about them reads a private image or any label. Each feature set is
+standardised with public statistics (ScatterNet per channel, as the pipeline does; the patch
+features per column), concatenated, projected on the public principal axes (512 or 1024),
+clipped and scaled with the public geometry. Rows per feature set and width:
+
+* ``private logistic``: multinomial logistic regression on the private rows (ridge 1e-4,
+  non-private): the linear ceiling, which bounds DP-SGD on the same features too;
+* ``release exact``: the class-means release's logistic rule from the exact class sums;
+* ``release eps E`` (two draws): the release at the config's count weight, noise calibrated to
+  (E, 1e-5), its logistic rule.
+
+Run on demand, never as a test (about 20 minutes on 2 cores with the feature cache warm):
+
+    .venv/bin/python benchmarks/public_features_fmnist.py --cache runs/.feature-cache \\
+        --out benchmarks/results/public_features_fmnist.json
+
+Every setting here (patch size, K, the widths) was chosen looking at the held-out images'
+labels: the rows are measurements, not tuned results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+PATCH, CENTROIDS, PATCH_SAMPLES, SEED = 6, 400, 200_000, 0
+PRIVATE, DELTA, COUNT_WEIGHT, DRAWS = 50_000, 1e-5, 0.3, 2
+WIDTHS = (512, 1024)
+
+
+def _normalised(patches: np.ndarray) -> np.ndarray:
+    centred = patches - patches.mean(axis=1, keepdims=True)
+    return centred / np.sqrt(centred.var(axis=1, keepdims=True) + 0.01)
+
+
+def fit_codebook(images: np.ndarray, *, patch: int, centroids: int, samples: int, seed: int):
+    """(centroids, patch mean, ZCA matrix) from ``samples`` random patches of ``images``
+    (N, H, W), public only; deterministic for a seed."""
+    from sklearn.cluster import MiniBatchKMeans
+
+    rng = np.random.default_rng(seed)
+    n, height, width = images.shape
+    which = rng.integers(0, n, samples)
+    rows = rng.integers(0, height - patch + 1, samples)
+    cols = rng.integers(0, width - patch + 1, samples)
+    offsets = np.arange(patch)
+    patches = images[
+        which[:, None, None],
+        rows[:, None, None] + offsets[None, :, None],
+        cols[:, None, None] + offsets[None, None, :],
+    ].reshape(samples, -1)
+    patches = _normalised(patches.astype(np.float64))
+    mean = patches.mean(axis=0)
+    values, vectors = np.linalg.eigh(np.cov(patches - mean, rowvar=False))
+    zca = vectors @ np.diag(1 / np.sqrt(values + 0.1)) @ vectors.T
+    kmeans = MiniBatchKMeans(
+        centroids, batch_size=4096, n_init=1, random_state=seed, max_iter=50
+    ).fit((patches - mean) @ zca)
+    return kmeans.cluster_centers_.astype(np.float32), mean, zca
+
+
+def patch_features(images: np.ndarray, codebook, *, patch: int, rows: int = 200) -> np.ndarray:
+    """float32 (N, 4 K): triangle activations of every patch of ``images`` (N, H, W), summed
+    over the four quadrants of the grid of patch positions."""
+    from numpy.lib.stride_tricks import sliding_window_view
+
+    centres, mean, zca = codebook
+    squared = np.sum(centres**2, axis=1)
+    side = images.shape[1] - patch + 1, images.shape[2] - patch + 1
+    half = side[0] // 2, side[1] // 2
+    out = []
+    for start in range(0, len(images), rows):
+        block = images[start : start + rows]
+        windows = sliding_window_view(block, (patch, patch), axis=(1, 2)).reshape(-1, patch * patch)
+        z = ((_normalised(windows.astype(np.float64)) - mean) @ zca).astype(np.float32)
+        distance = np.sqrt(
+            np.maximum(np.sum(z * z, axis=1, keepdims=True) - 2 * z @ centres.T + squared, 0)
+        )
+        active = np.maximum(distance.mean(axis=1, keepdims=True) - distance, 0)
+        grid = active.reshape(len(block), side[0], side[1], -1)
+        quadrants = [
+            grid[:, rs, cs].sum(axis=(1, 2))
+            for rs in (slice(None, half[0]), slice(half[0], None))
+            for cs in (slice(None, half[1]), slice(half[1], None))
+        ]
+        out.append(np.concatenate(quadrants, axis=1).astype(np.float32))
+    return np.concatenate(out)
+
+
+def _scatter(data, cache_dir):
+    from pate.teachers import feature_cache
+    from pate.teachers.features import Standardizer, scatter_features
+
+    cache = None if cache_dir is None else feature_cache.FeatureCache(pathlib.Path(cache_dir))
+    raw_public = scatter_features(np.asarray(data.public.x, np.float32), cache=cache)
+    raw_private = scatter_features(np.asarray(data.private.x, np.float32), cache=cache)
+    standardizer = Standardizer.fit(raw_public)
+
+    def flat(raw):
+        return np.concatenate(
+            [standardizer.transform(b).reshape(len(b), -1) for b in raw.chunks()]
+        ).astype(np.float32)
+
+    return flat(raw_public), flat(raw_private)
+
+
+def measure(cache_dir=None) -> dict:
+    from release_ceiling_fmnist import _accuracy, _fit
+
+    from pate.analysis.class_means import calibrate_class_means_sigma
+    from pate.core.labelling_rules import public_logistic
+    from pate.core.mean_release import (
+        class_sums,
+        clipped_scaled,
+        public_geometry,
+        release_from_statistic,
+    )
+    from pate.teachers.data import load_pate_data
+    from pate.teachers.public_embedding import PublicPCA
+
+    data = load_pate_data("fashion-mnist")
+    y_all = np.asarray(data.private.y)
+    y, y_held = y_all[:PRIVATE], y_all[PRIVATE:]
+    scatter_public, scatter_private = _scatter(data, cache_dir)
+    images_public = np.asarray(data.public.x, np.float32)[:, 0]
+    codebook = fit_codebook(
+        images_public, patch=PATCH, centroids=CENTROIDS, samples=PATCH_SAMPLES, seed=SEED
+    )
+    patches_public = patch_features(images_public, codebook, patch=PATCH)
+    patches_private = patch_features(
+        np.asarray(data.private.x, np.float32)[:, 0], codebook, patch=PATCH
+    )
+    centre, spread = patches_public.mean(axis=0), patches_public.std(axis=0) + 1e-6
+    patches_public = (patches_public - centre) / spread
+    patches_private = (patches_private - centre) / spread
+    sets = {
+        "scatternet": (scatter_public, scatter_private),
+        "scatternet + public patches": (
+            np.hstack([scatter_public, patches_public]),
+            np.hstack([scatter_private, patches_private]),
+        ),
+    }
+    rows = []
+    m = int(y.max()) + 1
+    for name, (public_features, private_features) in sets.items():
+        for dims in WIDTHS:
+            pca = PublicPCA.fit_blocks([public_features], dims=dims)
+            public = pca.project(public_features)
+            embedded = np.concatenate(
+                [pca.project(private_features[i : i + 5000]) for i in range(0, len(y_all), 5000)]
+            )
+            private, held = embedded[:PRIVATE], embedded[PRIVATE:]
+            geometry = public_geometry(public)
+            u_priv, u_held = clipped_scaled(private, geometry), clipped_scaled(held, geometry)
+            prior = np.bincount(y, minlength=m) / len(y)
+            moments = np.eye(m)[y].T @ u_priv / len(y)
+            row = {"features": name, "dims": dims}
+            row["private logistic"] = round(
+                _accuracy(_fit(u_priv, moments, prior, ridge=1e-4), u_held, y_held, m), 4
+            )
+            sums = class_sums(
+                private, y, num_classes=m, geometry=geometry, count_weight=COUNT_WEIGHT
+            )
+            for eps in (None, 1.0, 2.0, 4.0):
+                accuracy = []
+                for draw in [0] if eps is None else range(DRAWS):
+                    sigma = 1e-12
+                    noisy = sums
+                    if eps is not None:
+                        sigma = calibrate_class_means_sigma(
+                            eps=eps, delta=DELTA, count_weight=COUNT_WEIGHT, conversion="tight"
+                        )
+                        rng = np.random.default_rng(1000 * draw + int(10 * eps))
+                        noisy = sums + sigma * rng.standard_normal(sums.shape)
+                    release = release_from_statistic(
+                        noisy, geometry=geometry, sigma=sigma, count_weight=COUNT_WEIGHT
+                    )
+                    accuracy.append(
+                        np.mean(public_logistic(release, public).predict(held) == y_held)
+                    )
+                key = "release exact" if eps is None else f"release eps {eps:g}"
+                row[key] = round(float(np.mean(accuracy)), 4)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+    return {"rows": rows}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--cache", default=None, help="a feature cache folder (runs/.feature-cache)"
+    )
+    parser.add_argument("--out", default=None, metavar="FILE.json")
+    args = parser.parse_args(argv)
+    for folder in (HERE, HERE.parent):
+        if str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+    start = time.perf_counter()
+    results = measure(args.cache)
+    import own_data  # benchmarks/, beside this script: its commit stamp
+
+    results["meta"] = {
+        "commit": own_data._commit(),
+        "command": "python benchmarks/public_features_fmnist.py "
+        + " ".join(sys.argv[1:] if argv is None else argv),
+        "protocol": "private = first 50000 training images, scored on the last 10000; public = first 9000 test images",
+        "patch_features": f"{PATCH} x {PATCH} patches, K = {CENTROIDS}, {PATCH_SAMPLES} public patches, seed {SEED}",
+        "seconds": round(time.perf_counter() - start, 1),
+        "tuned_on": "every setting here (patch size, K, the widths) looked at the held-out images' labels",
+    }
+    text = json.dumps(results, indent=1) + "\n"
+    if args.out:
+        pathlib.Path(args.out).write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
