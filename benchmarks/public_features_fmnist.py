@@ -121,7 +121,7 @@ def _scatter(data, cache_dir):
 
 
 def measure(cache_dir=None) -> dict:
-    from release_ceiling_fmnist import _accuracy, _fit
+    from release_ceiling_fmnist import accuracy_of, fit_objective
 
     from pate.analysis.class_means import calibrate_class_means_sigma
     from pate.core.labelling_rules import public_logistic
@@ -172,7 +172,7 @@ def measure(cache_dir=None) -> dict:
             moments = np.eye(m)[y].T @ u_priv / len(y)
             row = {"features": name, "dims": dims}
             row["private logistic"] = round(
-                _accuracy(_fit(u_priv, moments, prior, ridge=1e-4), u_held, y_held, m), 4
+                accuracy_of(fit_objective(u_priv, moments, prior, ridge=1e-4), u_held, y_held, m), 4
             )
             sums = class_sums(
                 private, y, num_classes=m, geometry=geometry, count_weight=COUNT_WEIGHT

@@ -56,7 +56,7 @@ DIMS, COUNT_WEIGHT, BETA, DELTA = 512, 0.3, 0.3, 1e-5
 PRIVATE, DRAWS = 50_000, 3
 
 
-def _fit(u, moments, prior, *, ridge, start=None):
+def fit_objective(u, moments, prior, *, ridge, start=None):
     """argmin_W,b mean_u logsumexp(W u + b) - <W, moments> - <b, prior> + ridge ||W||^2 / 2."""
     from scipy.optimize import minimize
     from scipy.special import logsumexp, softmax
@@ -78,7 +78,7 @@ def _fit(u, moments, prior, *, ridge, start=None):
     return minimize(objective, x0, jac=True, method="L-BFGS-B", options=options).x
 
 
-def _accuracy(theta, u, y, m):
+def accuracy_of(theta, u, y, m):
     d = u.shape[1]
     return float(np.mean((u @ theta[: m * d].reshape(m, d).T + theta[m * d :]).argmax(1) == y))
 
@@ -144,13 +144,13 @@ def measure(cache_dir=None) -> dict:
 
     moments = np.eye(m)[y].T @ u_priv / len(y)
     for ridge in (1e-4, 1e-5):
-        theta = _fit(u_priv, moments, prior, ridge=ridge)
-        row(f"logistic, private rows, ridge {ridge:g}", _accuracy(theta, u_held, y_held, m))
+        theta = fit_objective(u_priv, moments, prior, ridge=ridge)
+        row(f"logistic, private rows, ridge {ridge:g}", accuracy_of(theta, u_held, y_held, m))
     for n in (9_000, 25_000):
-        theta = _fit(u_priv[:n], moments, prior, ridge=1e-4)
+        theta = fit_objective(u_priv[:n], moments, prior, ridge=1e-4)
         row(
             f"logistic, marginal of {n} private rows, ridge 0.0001",
-            _accuracy(theta, u_held, y_held, m),
+            accuracy_of(theta, u_held, y_held, m),
         )
 
     for eps in (0.5, 1.0, 2.0, 4.0):
@@ -174,7 +174,7 @@ def measure(cache_dir=None) -> dict:
             total = max(noisy[:, -1].sum() / COUNT_WEIGHT, 1.0)
             counts = np.maximum(noisy[:, -1] / COUNT_WEIGHT, 1.0)
             base_w, base_b = noisy[:, :-1] / total, counts / counts.sum()
-            theta = _fit(u_pub, base_w, base_b, ridge=1e-4)
+            theta = fit_objective(u_pub, base_w, base_b, ridge=1e-4)
             d = u_pub.shape[1]
             for _ in range(2):
                 w, b = theta[: m * d].reshape(m, d), theta[m * d :]
@@ -185,8 +185,10 @@ def measure(cache_dir=None) -> dict:
                 fix_w = released[:, :-1] / total - p_pub.T @ u_pub / len(u_pub)
                 fix_b = released[:, -1] / BETA / total - p_pub.mean(0)
                 fix_w, fix_b = fix_w - fix_w.mean(0), fix_b - fix_b.mean()
-                theta = _fit(u_pub, base_w - fix_w, base_b - fix_b, ridge=1e-4, start=theta)
-            corrected.append(_accuracy(theta, u_held, y_held, m))
+                theta = fit_objective(
+                    u_pub, base_w - fix_w, base_b - fix_b, ridge=1e-4, start=theta
+                )
+            corrected.append(accuracy_of(theta, u_held, y_held, m))
         row(f"release eps {eps:g}", plain, eps=eps, sigma=round(sigma, 4), draws=DRAWS)
         if corrected:
             row(f"release + 2 corrections eps {eps:g}", corrected, eps=eps, draws=DRAWS)

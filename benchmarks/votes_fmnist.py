@@ -46,6 +46,7 @@ import time
 import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # the benchmarks beside this script
 DELTA, COUNT_WEIGHT, BASE_DIMS = 1e-5, 0.3, 512
 #: (teachers, dims, C, aggregator settings "eps/threshold/sigma1/sigma2")
 TEACHER_DESIGNS = (
@@ -72,25 +73,20 @@ def vote_counts(predictions, num_classes: int) -> np.ndarray:
 
 def prior_logistic(u, y, weights, bias, *, lam: float):
     """argmin_W,b mean cross entropy of (W u + b) on (u, y) + lam / 2 ||W - weights||^2,
-    from (weights, bias): a teacher that starts from the released rule."""
-    from scipy.optimize import minimize
-    from scipy.special import logsumexp, softmax
+    from (weights, bias): a teacher that starts from the released rule. The ridge towards
+    ``weights`` is the plain ridge with the moments shifted by lam * weights, so this is
+    :func:`release_ceiling_fmnist.fit_objective` over the labelled rows."""
+    from release_ceiling_fmnist import fit_objective
 
     m, d = weights.shape
     onehot = np.eye(m)[y]
-
-    def objective(theta):
-        w, b = theta[: m * d].reshape(m, d), theta[m * d :]
-        z = u @ w.T + b
-        p = softmax(z, axis=1)
-        value = np.mean(logsumexp(z, axis=1) - np.sum(z * onehot, axis=1))
-        grad_w = (p - onehot).T @ u / len(u) + lam * (w - weights)
-        return value + 0.5 * lam * np.sum((w - weights) ** 2), np.concatenate(
-            [grad_w.ravel(), (p - onehot).mean(0)]
-        )
-
-    start = np.concatenate([np.ravel(weights), bias])
-    theta = minimize(objective, start, jac=True, method="L-BFGS-B", options={"maxiter": 300}).x
+    theta = fit_objective(
+        u,
+        onehot.T @ u / len(u) + lam * np.asarray(weights),
+        onehot.mean(axis=0),
+        ridge=lam,
+        start=np.concatenate([np.ravel(weights), bias]),
+    )
     return theta[: m * d].reshape(m, d), theta[m * d :]
 
 

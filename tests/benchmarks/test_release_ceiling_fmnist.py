@@ -19,11 +19,11 @@ def test_the_objective_over_labelled_rows_is_logistic_regression(load_benchmark)
     u = rng.normal(size=(600, 4)) * 0.3 + np.eye(4)[y] * 0.4
     moments = np.eye(3)[y].T @ u / len(y)
     prior = np.bincount(y) / len(y)
-    theta = ceiling._fit(u, moments, prior, ridge=1e-2)
+    theta = ceiling.fit_objective(u, moments, prior, ridge=1e-2)
     reference = LogisticRegression(C=1 / (len(y) * 1e-2), tol=1e-10, max_iter=10_000).fit(u, y)
     weights, bias = theta[:12].reshape(3, 4), theta[12:]
     np.testing.assert_allclose(weights, reference.coef_, atol=2e-4)
     np.testing.assert_allclose(
         bias - bias.mean(), reference.intercept_ - reference.intercept_.mean(), atol=2e-4
     )
-    assert ceiling._accuracy(theta, u, y, 3) == pytest.approx(reference.score(u, y))
+    assert ceiling.accuracy_of(theta, u, y, 3) == pytest.approx(reference.score(u, y))
