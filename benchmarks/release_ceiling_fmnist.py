@@ -195,32 +195,55 @@ def measure(cache_dir=None) -> dict:
     return {"rows": rows}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+PROTOCOL = (
+    "private = first 50000 training images, scored on the last 10000; public = first 9000 test "
+    "images"
+)
+
+
+def run_script(measure, *, doc: str, script: str, tuned_on: str, argv=None, **meta) -> int:
+    """The command line of the held-out Fashion-MNIST measurements: ``--cache``, ``--out``;
+    ``measure(cache)``'s results with their ``meta`` (commit, command, protocol, seconds,
+    ``tuned_on`` and ``meta``), printed and written to ``--out``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
     parser.add_argument(
         "--cache", default=None, help="a feature cache folder (runs/.feature-cache)"
     )
     parser.add_argument("--out", default=None, metavar="FILE.json")
     args = parser.parse_args(argv)
-    if str(pathlib.Path(__file__).resolve().parent.parent) not in sys.path:
-        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+    here = pathlib.Path(__file__).resolve().parent
+    for folder in (str(here), str(here.parent)):  # own_data beside this script; pate above it
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
     start = time.perf_counter()
     results = measure(args.cache)
     import own_data  # benchmarks/, beside this script: its commit stamp
 
     results["meta"] = {
         "commit": own_data._commit(),
-        "command": "python benchmarks/release_ceiling_fmnist.py "
+        "command": f"python benchmarks/{script} "
         + " ".join(sys.argv[1:] if argv is None else argv),
-        "protocol": "private = first 50000 training images, scored on the last 10000; public = first 9000 test images",
+        "protocol": PROTOCOL,
+        **meta,
         "seconds": round(time.perf_counter() - start, 1),
-        "tuned_on": "every setting here (ridges, the budget split, beta, two corrections) looked at the held-out images",
+        "tuned_on": tuned_on,
     }
     text = json.dumps(results, indent=1) + "\n"
     if args.out:
         pathlib.Path(args.out).write_text(text)
     print(text)
     return 0
+
+
+def main(argv=None) -> int:
+    return run_script(
+        measure,
+        doc=__doc__,
+        script="release_ceiling_fmnist.py",
+        tuned_on="every setting here (ridges, the budget split, beta, two corrections) looked at "
+        "the held-out images",
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":

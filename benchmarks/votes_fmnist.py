@@ -37,11 +37,9 @@ held-out or the public images' labels: the rows are measurements, not tuned resu
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import sys
-import time
 
 import numpy as np
 
@@ -257,32 +255,15 @@ def measure(cache_dir=None) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--cache", default=None, help="a feature cache folder (runs/.feature-cache)"
-    )
-    parser.add_argument("--out", default=None, metavar="FILE.json")
-    args = parser.parse_args(argv)
-    for folder in (HERE, HERE.parent):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-    start = time.perf_counter()
-    results = measure(args.cache)
-    import own_data  # benchmarks/, beside this script: its commit stamp
+    from release_ceiling_fmnist import run_script
 
-    results["meta"] = {
-        "commit": own_data._commit(),
-        "command": "python benchmarks/votes_fmnist.py "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        "protocol": "private = first 50000 training images, scored on the last 10000; public = first 9000 test images",
-        "seconds": round(time.perf_counter() - start, 1),
-        "tuned_on": "every setting here (teachers, dims, C, lam, aggregator settings) looked at the held-out or public images' labels",
-    }
-    text = json.dumps(results, indent=1) + "\n"
-    if args.out:
-        pathlib.Path(args.out).write_text(text)
-    print(text)
-    return 0
+    return run_script(
+        measure,
+        doc=__doc__,
+        script="votes_fmnist.py",
+        tuned_on="every setting here (teachers, dims, C, lam, aggregator settings) looked at the held-out or public images' labels",
+        argv=argv,
+    )
 
 
 if __name__ == "__main__":

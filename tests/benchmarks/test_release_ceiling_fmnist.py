@@ -27,3 +27,26 @@ def test_the_objective_over_labelled_rows_is_logistic_regression(load_benchmark)
         bias - bias.mean(), reference.intercept_ - reference.intercept_.mean(), atol=2e-4
     )
     assert ceiling.accuracy_of(theta, u, y, 3) == pytest.approx(reference.score(u, y))
+
+
+def test_the_scripts_write_their_results_with_what_produced_them(load_benchmark, tmp_path):
+    """run_script (the command line of the three held-out measurements): the results, then
+    their meta (commit, command, protocol, seconds, what the settings looked at)."""
+    import json
+
+    ceiling = load_benchmark("release_ceiling_fmnist")
+    out = tmp_path / "r.json"
+    code = ceiling.run_script(
+        lambda cache: {"rows": [{"cache": cache}]},
+        doc="first line\nmore",
+        script="x.py",
+        tuned_on="nothing",
+        argv=["--cache", "c", "--out", str(out)],
+        extra="kept",
+    )
+    written = json.loads(out.read_text())
+    assert code == 0 and written["rows"] == [{"cache": "c"}]
+    meta = written["meta"]
+    assert meta["command"] == f"python benchmarks/x.py --cache c --out {out}"
+    assert meta["protocol"] == ceiling.PROTOCOL and meta["extra"] == "kept"
+    assert meta["tuned_on"] == "nothing" and meta["seconds"] >= 0 and meta["commit"]
