@@ -4,21 +4,19 @@ ScatterNet features of the class-means release.
 
 The held-out protocol of ``benchmarks/release_ceiling_fmnist.py`` (private = the FIRST 50000
 training images, scored on the LAST 10000; public = the first 9000 test images, no labels read).
-The patch features: 6 x 6 patches of the public images, each normalised (its mean removed,
-divided by sqrt(variance + 0.01)) and ZCA-whitened (public patch covariance, + 0.1), clustered
-by mini-batch k-means into K = 400 centroids; an image's features are the triangle activations
-max(0, mean_k d_k - d_k) of every patch (stride 1), summed over the image's four quadrants:
-1600 features. Nothing about them reads a private image or any label. Each feature set is
-standardised with public statistics (ScatterNet per channel, as the pipeline does; the patch
-features per column), concatenated, projected on the public principal axes (512 or 1024),
-clipped and scaled with the public geometry. Rows per feature set and width:
+The patch features are the library's (:mod:`pate.teachers.patch_features`, the
+``[knn] features = "scatternet+patches"`` front-end): 6 x 6 patches, K = 400 centroids fitted on
+the public images only, 1600 features; nothing about them reads a private image or any label.
+Each feature set is standardised with public statistics (ScatterNet per channel, as the
+pipeline does; the patch features per column), concatenated, projected on the public principal
+axes (512 or 1024), clipped and scaled with the public geometry. Rows per feature set and
+width:
 
 * ``private logistic``: multinomial logistic regression on the private rows (ridge 1e-4,
   non-private): the linear ceiling, which bounds DP-SGD on the same features too;
 * ``release exact``: the class-means release's logistic rule from the exact class sums;
 * ``release eps E`` (two draws): the release at the config's count weight, noise calibrated to
-  (E, 1e-5), its logistic rule.
-
+  (E, 1e-5), its logistic rule;
 * ``dpsgd``: DP-SGD on the same private rows with Tramer & Boneh's recipe as
   ``benchmarks/dpsgd_linear.py`` runs it (held-out protocol, tight conversion, two seeds at eps
   2 and 4), on their group-normalised ScatterNet features and with the patch features appended
@@ -44,68 +42,8 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the benchmarks beside this script
-PATCH, CENTROIDS, PATCH_SAMPLES, SEED = 6, 400, 200_000, 0
 PRIVATE, DELTA, COUNT_WEIGHT, DRAWS = 50_000, 1e-5, 0.3, 2
 WIDTHS = (512, 1024)
-
-
-def _normalised(patches: np.ndarray) -> np.ndarray:
-    centred = patches - patches.mean(axis=1, keepdims=True)
-    return centred / np.sqrt(centred.var(axis=1, keepdims=True) + 0.01)
-
-
-def fit_codebook(images: np.ndarray, *, patch: int, centroids: int, samples: int, seed: int):
-    """(centroids, patch mean, ZCA matrix) from ``samples`` random patches of ``images``
-    (N, H, W), public only; deterministic for a seed."""
-    from sklearn.cluster import MiniBatchKMeans
-
-    rng = np.random.default_rng(seed)
-    n, height, width = images.shape
-    which = rng.integers(0, n, samples)
-    rows = rng.integers(0, height - patch + 1, samples)
-    cols = rng.integers(0, width - patch + 1, samples)
-    offsets = np.arange(patch)
-    patches = images[
-        which[:, None, None],
-        rows[:, None, None] + offsets[None, :, None],
-        cols[:, None, None] + offsets[None, None, :],
-    ].reshape(samples, -1)
-    patches = _normalised(patches.astype(np.float64))
-    mean = patches.mean(axis=0)
-    values, vectors = np.linalg.eigh(np.cov(patches - mean, rowvar=False))
-    zca = vectors @ np.diag(1 / np.sqrt(values + 0.1)) @ vectors.T
-    kmeans = MiniBatchKMeans(
-        centroids, batch_size=4096, n_init=1, random_state=seed, max_iter=50
-    ).fit((patches - mean) @ zca)
-    return kmeans.cluster_centers_.astype(np.float32), mean, zca
-
-
-def patch_features(images: np.ndarray, codebook, *, patch: int, rows: int = 200) -> np.ndarray:
-    """float32 (N, 4 K): triangle activations of every patch of ``images`` (N, H, W), summed
-    over the four quadrants of the grid of patch positions."""
-    from numpy.lib.stride_tricks import sliding_window_view
-
-    centres, mean, zca = codebook
-    squared = np.sum(centres**2, axis=1)
-    side = images.shape[1] - patch + 1, images.shape[2] - patch + 1
-    half = side[0] // 2, side[1] // 2
-    out = []
-    for start in range(0, len(images), rows):
-        block = images[start : start + rows]
-        windows = sliding_window_view(block, (patch, patch), axis=(1, 2)).reshape(-1, patch * patch)
-        z = ((_normalised(windows.astype(np.float64)) - mean) @ zca).astype(np.float32)
-        distance = np.sqrt(
-            np.maximum(np.sum(z * z, axis=1, keepdims=True) - 2 * z @ centres.T + squared, 0)
-        )
-        active = np.maximum(distance.mean(axis=1, keepdims=True) - distance, 0)
-        grid = active.reshape(len(block), side[0], side[1], -1)
-        quadrants = [
-            grid[:, rs, cs].sum(axis=(1, 2))
-            for rs in (slice(None, half[0]), slice(half[0], None))
-            for cs in (slice(None, half[1]), slice(half[1], None))
-        ]
-        out.append(np.concatenate(quadrants, axis=1).astype(np.float32))
-    return np.concatenate(out)
 
 
 def _scatter(data, cache_dir):
@@ -137,20 +75,16 @@ def measure(cache_dir=None) -> dict:
         release_from_statistic,
     )
     from pate.teachers.data import load_pate_data
+    from pate.teachers.patch_features import PatchFeatures
     from pate.teachers.public_embedding import PublicPCA
 
     data = load_pate_data("fashion-mnist")
     y_all = np.asarray(data.private.y)
     y, y_held = y_all[:PRIVATE], y_all[PRIVATE:]
     scatter_public, scatter_private = _scatter(data, cache_dir)
-    images_public = np.asarray(data.public.x, np.float32)[:, 0]
-    codebook = fit_codebook(
-        images_public, patch=PATCH, centroids=CENTROIDS, samples=PATCH_SAMPLES, seed=SEED
-    )
-    patches_public = patch_features(images_public, codebook, patch=PATCH)
-    patches_private_raw = patch_features(
-        np.asarray(data.private.x, np.float32)[:, 0], codebook, patch=PATCH
-    )
+    patches = PatchFeatures.fit(np.asarray(data.public.x, np.float32))
+    patches_public = patches.activations(np.asarray(data.public.x, np.float32))
+    patches_private_raw = patches.activations(np.asarray(data.private.x, np.float32))
     centre, spread = patches_public.mean(axis=0), patches_public.std(axis=0) + 1e-6
     patches_public = (patches_public - centre) / spread
     patches_private = (patches_private_raw - centre) / spread
@@ -253,7 +187,8 @@ def main(argv=None) -> int:
         script="public_features_fmnist.py",
         tuned_on="every setting here (patch size, K, the widths) looked at the held-out images' labels",
         argv=argv,
-        patch_features=f"{PATCH} x {PATCH} patches, K = {CENTROIDS}, {PATCH_SAMPLES} public patches, seed {SEED}",
+        patch_features="pate.teachers.patch_features: 6 x 6 patches, K = 400, 200000 public "
+        "patches, seed 0",
     )
 
 

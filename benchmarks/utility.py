@@ -253,6 +253,12 @@ def _add_method_arguments(p: argparse.ArgumentParser) -> None:
         "[knn] dims); the method's name then says them",
     )
     p.add_argument(
+        "--class-means-features",
+        choices=("scatternet", "scatternet+patches"),
+        help="the class-means embedding's [knn] features (default: the config's); the "
+        "method's name then says them",
+    )
+    p.add_argument(
         "--methods",
         nargs="+",
         choices=PARTS,
@@ -515,6 +521,8 @@ def run_class_means(
                 config["student"]["model"] = args.class_means_student
             if args.class_means_dims is not None:
                 config["knn"]["dims"] = args.class_means_dims
+            if args.class_means_features is not None:
+                config["knn"]["features"] = args.class_means_features
             utility_holdout.edit_config(config, holdout, seed=seed)
 
         suffix = utility_methods.run_suffix(seed)
@@ -539,6 +547,7 @@ def run_class_means(
                     delta=args.delta,
                     out=out,
                     name_dims=args.class_means_dims is not None,
+                    name_features=args.class_means_features is not None,
                     seed=seed,
                     holdout=heldout,
                 )
@@ -562,6 +571,7 @@ def _rule_alone_runs(args, out: pathlib.Path, base: dict, data, heldout, *, add)
                     out=out,
                     repeat=repeat,
                     splits=splits,
+                    name_features=args.class_means_features is not None,
                 )
             )
 

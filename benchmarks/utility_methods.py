@@ -254,12 +254,14 @@ def class_means_budget(
     delta: float,
     out: pathlib.Path,
     name_dims: bool = False,
+    name_features: bool = False,
     seed: int | None = None,
     holdout=None,
 ) -> dict:
     """Fork the class-means base run, release the class sums once with the smallest sigma whose
     one release costs ``target`` (public arithmetic), label the public items, train the student.
-    ``name_dims``: the method's name says the embedding's dims (``--class-means-dims``).
+    ``name_dims`` / ``name_features``: the method's name says the embedding's dims / features
+    (``--class-means-dims`` / ``--class-means-features``).
     ``seed``: the base run's ``[run] seed`` (recorded; the release's noise is fresh OS entropy
     in every run). ``holdout``: the held-out split of the ``pate-holdout`` protocol
     (benchmarks/utility_holdout.py); the released model is then also scored on it."""
@@ -285,6 +287,7 @@ def class_means_budget(
         + ("" if temperature is None else ", soft targets")
         + (", times its rule" if combined else "")
         + (f", {base_config.knn.dims} dims" if name_dims else "")
+        + (f", {base_config.knn.features} features" if name_features else "")
     )
     return _row(
         method,
@@ -342,12 +345,14 @@ def class_means_rule_budget(
     out: pathlib.Path,
     repeat: int,
     splits: dict,
+    name_features: bool = False,
 ) -> dict:
     """``--rule-alone``: a class-means run up to its labels (one fresh release costing
     ``target``), then its labelling rule -- recovered from the published class scores as the
     released product's second factor is (``[student] combine_with_rule``) -- scored on
     ``splits`` (name -> ArraySplit). No student: the rule alone is not what the config releases
-    (row field ``released_model = False``), but it is post-processing of the release."""
+    (row field ``released_model = False``), but it is post-processing of the release.
+    ``name_features``: the method's name says the embedding's features."""
 
     import numpy as np
     import utility_holdout
@@ -369,7 +374,9 @@ def class_means_rule_budget(
     public = run.data.public
     aggregate = json.loads(run.path(rundir.AGGREGATE).read_text())
     return {
-        "method": "Noisy class means, its labelling rule alone (not released)",
+        "method": "Noisy class means"
+        + (f", {base_config.knn.features} features" if name_features else "")
+        + ", its labelling rule alone (not released)",
         "kind": "guarantee",
         "target_eps": target,
         "eps": float(aggregate["eps_data_independent"]),
@@ -379,6 +386,7 @@ def class_means_rule_budget(
         "label_accuracy": float(np.mean(labels == public.y)) if (public.y >= 0).all() else None,
         "aggregator": {k: v for k, v in config.to_dict()["aggregator"].items() if k != "queries"},
         "dims": base_config.knn.dims,
+        "features": base_config.knn.features,
         "rule": config.knn.rule,
         **{f"accuracy{utility_holdout.FIELD[name]}": acc for name, acc in scores.items()},
         "holdout": utility_holdout.HOLDOUT_SET in scores,

@@ -12,7 +12,10 @@ from torch import nn
 
 from pate.analysis.errors import InputError
 
-__all__ = ["RuleHead", "RuleProduct", "product_log_proba"]
+__all__ = ["RuleHead", "RuleProduct", "product_log_proba", "HEAD_FEATURES"]
+
+#: The front-ends a rule head reproduces in torch (``[knn] features``).
+HEAD_FEATURES = ("scatternet", "scatternet+patches", "kernel", "none")
 
 
 def product_log_proba(student_proba, rule_scores, *, temperature: float) -> np.ndarray:
@@ -36,18 +39,29 @@ class RuleHead(nn.Module):
         from pate.core.labelling_rules import RULES
         from pate.teachers.features import ScatterNet, feature_shape
 
-        if features not in ("scatternet", "kernel", "none"):
-            raise InputError(f"features must be 'scatternet', 'kernel' or 'none', got {features!r}")
+        if features not in HEAD_FEATURES:
+            raise InputError(f"features must be one of {HEAD_FEATURES}, got {features!r}")
         if rule not in RULES:
             raise InputError(f"rule must be one of {RULES}, got {rule!r}")
         self.features, self.rule = features, rule
         shape = tuple(int(s) for s in input_shape)
-        if features == "scatternet":
+        if features in ("scatternet", "scatternet+patches"):
             front = feature_shape(shape)
             self.scatter = ScatterNet(shape[1], shape[2])
             self.register_buffer("feature_mean", torch.zeros(front[0], 1, 1))
             self.register_buffer("feature_std", torch.ones(front[0], 1, 1))
             width = int(np.prod(front))
+            if features == "scatternet+patches":
+                from pate.teachers.patch_features import CENTROIDS, PATCH, patch_width
+
+                side = shape[0] * PATCH * PATCH
+                width += patch_width(shape)
+                f64 = dict(dtype=torch.float64)
+                self.register_buffer("patch_centres", torch.zeros(CENTROIDS, side, **f64))
+                self.register_buffer("patch_mean", torch.zeros(side, **f64))
+                self.register_buffer("patch_zca", torch.zeros(side, side, **f64))
+                self.register_buffer("patch_column_mean", torch.zeros(4 * CENTROIDS, **f64))
+                self.register_buffer("patch_column_std", torch.ones(4 * CENTROIDS, **f64))
         elif features == "kernel":
             from pate.teachers.public_embedding import KERNEL_FEATURES
 
@@ -82,6 +96,11 @@ class RuleHead(nn.Module):
             if front.standardizer is not None:
                 head.feature_mean.copy_(torch.from_numpy(np.asarray(front.standardizer.mean)))
                 head.feature_std.copy_(torch.from_numpy(np.asarray(front.standardizer.std)))
+            if front.patches is not None:
+                for name in ("centres", "mean", "zca", "column_mean", "column_std"):
+                    getattr(head, f"patch_{name}").copy_(
+                        torch.as_tensor(np.asarray(getattr(front.patches, name), np.float64))
+                    )
             if front.kernel is not None:
                 for name in ("mean", "std", "weights", "phases"):
                     getattr(head, f"kernel_{name}").copy_(
@@ -98,11 +117,47 @@ class RuleHead(nn.Module):
                 getattr(head, name).copy_(torch.as_tensor(np.asarray(value, dtype=np.float64)))
         return head.eval()
 
+    def _patches(self, x: torch.Tensor) -> torch.Tensor:
+        """The standardised patch features (N, 4 K), float64: what
+        ``pate.teachers.patch_features.PatchFeatures.transform`` computes in numpy."""
+        from pate.teachers.patch_features import PATCH, PATCH_ROWS
+
+        height, width = x.shape[2] - PATCH + 1, x.shape[3] - PATCH + 1
+        half = height // 2, width // 2
+        squared = (self.patch_centres**2).sum(1)
+        out = []
+        for block in x.double().split(PATCH_ROWS):
+            # (n, C P P, positions) -> (n positions, C P P): channel-major patches, row-major grid
+            z = torch.nn.functional.unfold(block, PATCH).transpose(1, 2).reshape(
+                -1, self.patch_mean.shape[0]
+            )
+            z = z - z.mean(1, keepdim=True)
+            z = z / torch.sqrt(z.var(1, unbiased=False, keepdim=True) + 0.01)
+            z = (z - self.patch_mean) @ self.patch_zca
+            distance = torch.sqrt(
+                ((z * z).sum(1, keepdim=True) - 2 * z @ self.patch_centres.T + squared).clamp_min(0)
+            )
+            active = (distance.mean(1, keepdim=True) - distance).clamp_min(0)
+            grid = active.reshape(len(block), height, width, -1)
+            out.append(
+                torch.cat(
+                    [
+                        grid[:, rows, cols].sum((1, 2))
+                        for rows in (slice(None, half[0]), slice(half[0], None))
+                        for cols in (slice(None, half[1]), slice(half[1], None))
+                    ],
+                    1,
+                )
+            )
+        return (torch.cat(out) - self.patch_column_mean) / self.patch_column_std
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = x.float()
-        if self.features == "scatternet":
+        if self.features in ("scatternet", "scatternet+patches"):
             f = (self.scatter(f) - self.feature_mean) / self.feature_std
         f = f.reshape(f.shape[0], -1).double()
+        if self.features == "scatternet+patches":
+            f = torch.cat([f, self._patches(x)], 1)
         if self.features == "kernel":
             from pate.teachers.public_embedding import KERNEL_CLIP
 

@@ -24,6 +24,7 @@ from pate.teachers.features import (
     scatter_features,
     stack_blocks,
 )
+from pate.teachers.patch_features import PatchFeatures
 
 __all__ = [
     "KNN_FEATURES",
@@ -34,7 +35,7 @@ __all__ = [
     "public_pca_embedding",
 ]
 
-KNN_FEATURES = FEATURES + ("kernel", "quadratic")
+KNN_FEATURES = FEATURES + ("kernel", "quadratic", "scatternet+patches")
 #: Random Fourier features of the "kernel" front-end (their count D) and the fixed, public seed
 #: of their frequencies and phases: the map looks at no data but the public split's statistics.
 KERNEL_FEATURES = 2048
@@ -239,14 +240,17 @@ class PublicFrontEnd:
     statistics (``features = "scatternet"``; ``standardizer``), the inputs themselves
     (``"none"``; ``standardizer`` None; a table's columns standardised with public statistics
     inside the PCA), or a table's random Fourier features (``"kernel"``; ``kernel``), then the
-    public ``pca``; a table's quadratic features (``"quadratic"``; ``kernel`` holds the
-    :class:`QuadraticFeatures`) are only centred (``pca`` with identity axes). :meth:`embed` maps inputs (N, ...) to float32 (N, dims), a chunk of rows at a
-    time for the kernel map."""
+    public ``pca``; ``"scatternet+patches"`` appends to the standardised ScatterNet features
+    the k-means patch features of :mod:`pate.teachers.patch_features` (``patches``) before the
+    PCA; a table's quadratic features (``"quadratic"``; ``kernel`` holds the
+    :class:`QuadraticFeatures`) are only centred (``pca`` with identity axes). :meth:`embed` maps
+    inputs (N, ...) to float32 (N, dims), a chunk of rows at a time."""
 
     features: str
     standardizer: Standardizer | None
     pca: PublicPCA
     kernel: RandomFourierFeatures | QuadraticFeatures | None = None
+    patches: PatchFeatures | None = None
 
     @classmethod
     def fit_transform(
@@ -277,6 +281,19 @@ class PublicFrontEnd:
             blocks = (pca.project(standardizer.transform(b)) for b in raw.chunks())
             out = cls(features=features, standardizer=standardizer, pca=pca)
             return out, stack_blocks(blocks, (len(front), dims))
+        if features == "scatternet+patches":
+            raw = scatter_features(front, cache=cache)
+            standardizer, patches = Standardizer.fit(raw), PatchFeatures.fit(front)
+            patch_rows = patches.transform(front)  # the public split's (N, 4 K), made once
+
+            def rows():
+                return _scatter_and_patches(
+                    standardizer, raw.chunks(), lambda at, n: patch_rows[at : at + n]
+                )
+
+            pca = PublicPCA.fit_blocks(rows(), dims=dims)
+            out = cls(features=features, standardizer=standardizer, pca=pca, patches=patches)
+            return out, stack_blocks((pca.project(b) for b in rows()), (len(front), dims))
         if features == "kernel":
             kernel = RandomFourierFeatures.fit(front)
             chunks = (
@@ -319,6 +336,15 @@ class PublicFrontEnd:
         """The rows of :meth:`embed`, float32 (rows, dims) blocks in order, for a caller that
         writes them out as they come instead of holding (N, dims); the same values."""
         front = np.asarray(x, dtype=np.float32)
+        if self.patches is not None and self.standardizer is not None:
+            patches = self.patches
+            for block in _scatter_and_patches(
+                self.standardizer,
+                scatter_blocks(front, cache),
+                lambda at, n: patches.transform(front[at : at + n]),
+            ):
+                yield self.pca.project(block)
+            return
         if self.standardizer is not None:
             for block in scatter_blocks(front, cache):
                 yield self.pca.project(self.standardizer.transform(block))
@@ -326,6 +352,18 @@ class PublicFrontEnd:
         for i in range(0, len(front), KERNEL_CHUNK):
             block = front[i : i + KERNEL_CHUNK]
             yield self.pca.project(block if self.kernel is None else self.kernel.transform(block))
+
+
+def _scatter_and_patches(standardizer: Standardizer, scatter, patch_rows):
+    """float64 rows [standardised ScatterNet features, patch features], a block of ``scatter``
+    (raw ScatterNet feature blocks, in row order) at a time; ``patch_rows(at, n)``: the patch
+    features of rows at .. at + n."""
+    at = 0
+    for block in scatter:
+        n = len(block)
+        flat = np.asarray(standardizer.transform(block), np.float64).reshape(n, -1)
+        yield np.hstack([flat, patch_rows(at, n)])
+        at += n
 
 
 def public_pca_embedding(public: np.ndarray, *others: np.ndarray, dims: int):

@@ -18,6 +18,10 @@ choice to measure and record there.
   (:func:`pate.core.release_check.class_separation`): the ``benchmarks/messy_tables.py`` tables
   and eight real tables of R's carData at eps 2, checked on the ``benchmarks/unseen_tables.py``
   tables (docs/own_data.md, "Classes the release cannot place").
+* ``PATCH_SIZE`` and ``PATCH_CENTROIDS`` (the patch features of ``[knn] features =
+  "scatternet+patches"``, :mod:`pate.teachers.patch_features`): ``benchmarks/public_features_fmnist.py``,
+  which scored them on Fashion-MNIST's held-out training images (docs/utility.md, "Features
+  learned on the public images alone").
 * ``ONE_THREAD_MACS`` (:func:`pate.teachers.sequential.step_threads`): steps timed on one and two
   idle cores (docs/threads.md, "One exception inside the teachers stage").
 
@@ -46,6 +50,8 @@ __all__ = [
     "linear_dims",
     "table_front_end",
     "ONE_THREAD_MACS",
+    "PATCH_SIZE",
+    "PATCH_CENTROIDS",
 ]
 
 #: Ridge penalty of the public-marginal logistic rule, on W in u-coordinates (||u|| <= 1).
@@ -64,6 +70,10 @@ SEPARATION_WARNING = 2.0
 #: standard deviations): closer classes overlap whatever the noise (two Gaussians this far
 #: apart are still confused on 31 % of their rows), and the noise is not what to blame.
 SEPARABLE_DISTANCE = 1.0
+#: The side of the patches and the number of k-means centroids of the public patch features
+#: (:mod:`pate.teachers.patch_features`): 4 x PATCH_CENTROIDS features per image.
+PATCH_SIZE = 6
+PATCH_CENTROIDS = 400
 #: A sequential teacher whose batch's forward pass is below this many multiply-adds trains on one
 #: thread on a CPU (:func:`pate.teachers.sequential.step_threads`).
 ONE_THREAD_MACS = 10_000_000

@@ -1,5 +1,6 @@
 """pate.student.rule_product: the student times its labelling rule. The head reproduces the
-rule on the run's front-end (ScatterNet or raw inputs), the product is the documented formula,
+rule on the run's front-end (ScatterNet, with or without the public patch features, or raw
+inputs), the product is the documented formula,
 and a saved student keeps it."""
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ def _head(images, labels, *, features, rule, dims, num_classes=10, n_public=150)
 
 
 @pytest.mark.parametrize(
-    "features, rule, dims", [("scatternet", "logistic", 24), ("none", "lda", 12)]
+    "features, rule, dims",
+    [("scatternet", "logistic", 24), ("scatternet+patches", "logistic", 24), ("none", "lda", 12)],
 )
 def test_the_head_scores_new_images_as_the_run_s_rule(digits_images, features, rule, dims):
     x, y = digits_images

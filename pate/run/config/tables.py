@@ -322,7 +322,9 @@ class KnnTable(_Table):
     release (``rule``)."""
 
     features: str | None = key(
-        str, None, Options(("none", "scatternet", "kernel", "quadratic", "student"))
+        str,
+        None,
+        Options(("none", "scatternet", "scatternet+patches", "kernel", "quadratic", "student")),
     )
     dims: int | None = key(int, None, AT_LEAST_ONE)
     student_run: str | None = key(str, None)

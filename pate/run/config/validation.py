@@ -328,7 +328,8 @@ def _check_student_targets(config: RunConfig, spec) -> None:
             )
         elif config.knn.features == "student":
             problem = (
-                'needs a PCA front-end ([knn] features = "scatternet" or "none"), not '
+                'needs a PCA front-end ([knn] features = "scatternet", "scatternet+patches" '
+                'or "none"), not '
                 'features = "student"; remove combine_with_rule'
             )
         else:
@@ -374,13 +375,17 @@ def _check_knn(config: RunConfig, knn_run: bool) -> None:
         )
     elif knn.student_run is not None and knn.dims is not None:
         problem = (
-            '[knn] dims applies to the PCA front-ends (features = "none", "scatternet" or '
-            '"kernel"); a student embeds into its class probabilities: remove dims'
+            '[knn] dims applies to the PCA front-ends (features = "none", "scatternet", '
+            '"scatternet+patches" or "kernel"); a student embeds into its class probabilities: '
+            "remove dims"
         )
-    elif knn.features == "scatternet" and importlib.util.find_spec("kymatio") is None:
+    elif (
+        knn.features in ("scatternet", "scatternet+patches")
+        and importlib.util.find_spec("kymatio") is None
+    ):
         problem = (
-            '[knn] features = "scatternet" needs kymatio, which is not installed (pip install '
-            'kymatio), or set features = "none"'
+            f'[knn] features = "{knn.features}" needs kymatio, which is not installed (pip '
+            'install kymatio), or set features = "none"'
         )
     else:
         problem = ""

@@ -70,11 +70,14 @@ def embedding_features(run: Run) -> tuple[str, int, int]:
                 '= "kernel"'
             )
         return features, width, width
-    if features == "scatternet":
+    if features in ("scatternet", "scatternet+patches"):
         from pate.teachers.features import feature_shape
+        from pate.teachers.patch_features import patch_width
 
         try:
             width = int(np.prod(feature_shape(data.input_shape)))
+            if features == "scatternet+patches":
+                width += patch_width(data.input_shape)
         except ValueError as exc:
             raise ConfigError(f'[knn] features: {exc}; set [knn] features = "none"') from None
     else:

@@ -1019,3 +1019,39 @@ def test_a_class_the_release_cannot_place_is_named_before_the_student_trains(tmp
     internal = (tmp_path / "run" / rundir.REPORT_INTERNAL_MD).read_text()
     assert CANNOT_PLACE in internal and "'denied'" in internal
     assert [w for w in result.warnings if w.startswith(CANNOT_PLACE)] == said
+
+
+def test_the_public_patch_features_run_end_to_end_and_travel_in_the_released_model(
+    tmp_path, small_digits
+):
+    """[knn] features = "scatternet+patches": the release is drawn on ScatterNet plus k-means
+    patch features fitted on the public split, charged once, and the released model (the
+    student times its rule) carries the patch map: the student stage's own check that the
+    torch head reproduces the published scores passes, and the saved model says which
+    front-end it embeds with."""
+    from pate.student.train import Student
+    from pate.teachers.data import load_pate_data
+
+    config = small_digits(
+        tmp_path,
+        replace=(
+            (PARTITION, ""),
+            (CONFIDENT, 'mechanism = "class-means"\nsigma = 3.0'),
+            ("[student]\n", '[student]\ntargets = "soft"\ncombine_with_rule = true\n'),
+        ),
+        extra='\n[knn]\nfeatures = "scatternet+patches"\ndims = 16\nrule = "logistic"\n',
+    )
+    run_dir, ledger = tmp_path / "run", tmp_path / "ledger.sqlite3"
+    args = ["run", "--config", str(config), "--run-dir", str(run_dir), "--ledger", str(ledger)]
+    assert main([*args, "--no-progress"]) == 0
+    with np.load(run_dir / rundir.KNN_EMBEDDINGS) as saved:
+        assert saved["public"].shape[1] == 16
+    charged, events = spend(ledger)
+    assert charged > 0 and len(events) == 1
+    student = Student.load(run_dir / "student.pt")
+    assert student.rule_product_["features"] == "scatternet+patches"
+    x_eval = np.asarray(load_pate_data("digits").evaluation.x, dtype=np.float32)
+    proba = student.predict_proba(x_eval)
+    np.testing.assert_allclose(proba.sum(axis=1), 1, atol=1e-5)
+    metrics = json.loads((run_dir / rundir.STUDENT_METRICS).read_text())
+    assert metrics["combined_with_rule"] is True
