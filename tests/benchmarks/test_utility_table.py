@@ -333,3 +333,38 @@ def test_held_out_runs_are_compared_on_both_of_their_evaluation_sets(table):
     assert "| 1 | evaluation-1000, private 50000 |" in block and "| 1 | holdout-10000 |" in block
     compact = table.render({"rows": rows, "comparisons": list(found.values())}, "heldout")
     assert compact.splitlines()[2:] == ["| 1 | 87.9 % (3) | 87.5 % (3) | +0.4 ± 0.1 points |"]
+
+
+def test_a_rule_on_another_front_end_is_compared_as_a_rule_alone(table):
+    """Rule-alone rows named by their front-end (``--class-means-features``) are rules alone
+    too: the better of them stands for the rule, never for the released models."""
+    rows = [
+        {
+            "method": method,
+            "protocol": "pate-holdout",
+            "kind": "guarantee",
+            "target_eps": 2.0,
+            "evaluation": "holdout-10000",
+            "accuracy_mean": mean,
+            "accuracy_std": 0.002,
+            "runs": 3,
+            "family": family,
+            "released_model": released,
+        }
+        for method, mean, family, released in (
+            (table.RULE_ALONE, 0.875, "PATE family", False),
+            (
+                "Noisy class means, scatternet+patches features, its labelling rule alone "
+                "(not released)",
+                0.884,
+                "PATE family",
+                False,
+            ),
+            ("Noisy class means, times its rule", 0.883, "PATE family", True),
+            ("DP-SGD a", 0.893, "DP-SGD", True),
+        )
+    ]
+    (rule,) = table.comparisons(rows, pate_side=table._rule_alone)
+    (released,) = table.comparisons(rows)
+    assert rule["pate_family_best"].startswith("Noisy class means, scatternet+patches features")
+    assert released["pate_family_best"] == "Noisy class means, times its rule"
