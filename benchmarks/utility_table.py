@@ -62,6 +62,11 @@ SOURCES = {
     "--holdout --run-seeds S --targets EPS, 27 Nov 2026 night: the config as shipped, its "
     "released model, fresh releases: with the eps 0.5 run above, three per eps on the held-out "
     "protocol (both evaluation sets), and one more at eps 1 on the pipeline's (meta.note)",
+    "utility_fmnist_class_means_patches_rule.json": "benchmarks/utility.py --methods "
+    "class-means --holdout --rule-alone 3 --class-means-features scatternet+patches, 29 Nov "
+    "2026: the class-means config with [knn] features = \"scatternet+patches\" (ScatterNet "
+    "plus k-means patch features fitted on the public images) on the held-out protocol, three "
+    "fresh releases per eps scored by the labelling rule alone (no student)",
     "utility_fmnist_heldout_methods.json": "benchmarks/utility.py --holdout, 28 Nov 2026: "
     "classic PATE (250 and 1000 teachers), Private-kNN and DP-SGD CNN on the held-out "
     "protocol, three runs each (--run-seeds / --dpsgd-seed 0, 1, 2; fresh noise), parts merged "
