@@ -64,7 +64,7 @@ SOURCES = {
     "protocol (both evaluation sets), and one more at eps 1 on the pipeline's (meta.note)",
     "utility_fmnist_class_means_patches_rule.json": "benchmarks/utility.py --methods "
     "class-means --holdout --rule-alone 3 --class-means-features scatternet+patches, 29 Nov "
-    "2026: the class-means config with [knn] features = \"scatternet+patches\" (ScatterNet "
+    '2026: the class-means config with [knn] features = "scatternet+patches" (ScatterNet '
     "plus k-means patch features fitted on the public images) on the held-out protocol, three "
     "fresh releases per eps scored by the labelling rule alone (no student)",
     "utility_fmnist_heldout_methods.json": "benchmarks/utility.py --holdout, 28 Nov 2026: "

@@ -128,8 +128,10 @@ class RuleHead(nn.Module):
         out = []
         for block in x.double().split(PATCH_ROWS):
             # (n, C P P, positions) -> (n positions, C P P): channel-major patches, row-major grid
-            z = torch.nn.functional.unfold(block, PATCH).transpose(1, 2).reshape(
-                -1, self.patch_mean.shape[0]
+            z = (
+                torch.nn.functional.unfold(block, PATCH)
+                .transpose(1, 2)
+                .reshape(-1, self.patch_mean.shape[0])
             )
             z = z - z.mean(1, keepdim=True)
             z = z / torch.sqrt(z.var(1, unbiased=False, keepdim=True) + 0.01)
