@@ -154,7 +154,7 @@ def _dpsgd(data, cache_dir, patches_private) -> list[dict]:
         groups=recipe.groups,
     )
     centred = patches_private - patches_private.mean(axis=1, keepdims=True)
-    per_image = centred / np.sqrt(centred.var(axis=1, keepdims=True) + 1e-5)
+    per_image = (centred / np.sqrt(centred.var(axis=1, keepdims=True) + 1e-5)).astype(np.float32)
     y = np.asarray(data.private.y)
     rows = []
     for name, x in (
