@@ -82,12 +82,9 @@ def measure(cache_dir=None) -> dict:
     y_all = np.asarray(data.private.y)
     y, y_held = y_all[:PRIVATE], y_all[PRIVATE:]
     scatter_public, scatter_private = _scatter(data, cache_dir)
-    patches = PatchFeatures.fit(np.asarray(data.public.x, np.float32))
-    patches_public = patches.activations(np.asarray(data.public.x, np.float32))
+    patches, patches_public = PatchFeatures.fit_transform(np.asarray(data.public.x, np.float32))
     patches_private_raw = patches.activations(np.asarray(data.private.x, np.float32))
-    centre, spread = patches_public.mean(axis=0), patches_public.std(axis=0) + 1e-6
-    patches_public = (patches_public - centre) / spread
-    patches_private = (patches_private_raw - centre) / spread
+    patches_private = (patches_private_raw - patches.column_mean) / patches.column_std
     sets = {
         "scatternet": (scatter_public, scatter_private),
         "scatternet + public patches": (

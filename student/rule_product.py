@@ -118,40 +118,23 @@ class RuleHead(nn.Module):
         return head.eval()
 
     def _patches(self, x: torch.Tensor) -> torch.Tensor:
-        """The standardised patch features (N, 4 K), float64: what
-        ``pate.teachers.patch_features.PatchFeatures.transform`` computes in numpy."""
-        from pate.teachers.patch_features import PATCH, PATCH_ROWS
+        """The standardised patch features (N, 4 K), float64, as
+        ``pate.teachers.patch_features.PatchFeatures.transform`` gives them."""
+        from pate.teachers.patch_features import PATCH, PATCH_ROWS, triangle_activations
 
-        height, width = x.shape[2] - PATCH + 1, x.shape[3] - PATCH + 1
-        half = height // 2, width // 2
-        squared = (self.patch_centres**2).sum(1)
-        out = []
-        for block in x.double().split(PATCH_ROWS):
-            # (n, C P P, positions) -> (n positions, C P P): channel-major patches, row-major grid
-            z = (
-                torch.nn.functional.unfold(block, PATCH)
-                .transpose(1, 2)
-                .reshape(-1, self.patch_mean.shape[0])
-            )
-            z = z - z.mean(1, keepdim=True)
-            z = z / torch.sqrt(z.var(1, unbiased=False, keepdim=True) + 0.01)
-            z = (z - self.patch_mean) @ self.patch_zca
-            distance = torch.sqrt(
-                ((z * z).sum(1, keepdim=True) - 2 * z @ self.patch_centres.T + squared).clamp_min(0)
-            )
-            active = (distance.mean(1, keepdim=True) - distance).clamp_min(0)
-            grid = active.reshape(len(block), height, width, -1)
-            out.append(
-                torch.cat(
-                    [
-                        grid[:, rows, cols].sum((1, 2))
-                        for rows in (slice(None, half[0]), slice(half[0], None))
-                        for cols in (slice(None, half[1]), slice(half[1], None))
-                    ],
-                    1,
+        raw = torch.cat(
+            [
+                triangle_activations(
+                    block,
+                    centres=self.patch_centres,
+                    mean=self.patch_mean,
+                    zca=self.patch_zca,
+                    patch=PATCH,
                 )
-            )
-        return (torch.cat(out) - self.patch_column_mean) / self.patch_column_std
+                for block in x.double().split(PATCH_ROWS)
+            ]
+        )
+        return (raw - self.patch_column_mean) / self.patch_column_std
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         f = x.float()

@@ -22,7 +22,7 @@ import numpy as np
 from pate.analysis.errors import InputError
 from pate.core.tuned_defaults import PATCH_CENTROIDS, PATCH_SIZE
 
-__all__ = ["PatchFeatures", "PATCH", "CENTROIDS", "patch_width"]
+__all__ = ["PatchFeatures", "PATCH", "CENTROIDS", "patch_width", "triangle_activations"]
 
 #: Patch side and centroid count (chosen on benchmark results: pate.core.tuned_defaults).
 PATCH, CENTROIDS = PATCH_SIZE, PATCH_CENTROIDS
@@ -35,6 +35,35 @@ PATCH_ROWS = 100
 def _normalised(patches: np.ndarray) -> np.ndarray:
     centred = patches - patches.mean(axis=1, keepdims=True)
     return centred / np.sqrt(centred.var(axis=1, keepdims=True) + 0.01)
+
+
+def triangle_activations(x, *, centres, mean, zca, patch: int):
+    """float64 torch (n, 4 K) of images ``x`` (n, C, H, W), float64 torch: every P x P patch
+    (stride 1, flattened channel-major), normalised and whitened ((z - ``mean``) @ ``zca``),
+    its triangle activations max(0, mean_k d_k - d_k) against ``centres`` (K, C P P) summed over
+    the four quadrants of the grid of patch positions. The one implementation of the map:
+    :meth:`PatchFeatures.activations` and the released model's rule head
+    (``pate.student.rule_product.RuleHead``) both call it."""
+    import torch
+
+    height, width = x.shape[2] - patch + 1, x.shape[3] - patch + 1
+    half = height // 2, width // 2
+    z = torch.nn.functional.unfold(x, patch).transpose(1, 2).reshape(-1, centres.shape[1])
+    z = z - z.mean(1, keepdim=True)
+    z = (z / torch.sqrt(z.var(1, unbiased=False, keepdim=True) + 0.01) - mean) @ zca
+    squared = (centres**2).sum(1)
+    distance = torch.sqrt(((z * z).sum(1, keepdim=True) - 2 * z @ centres.T + squared).clamp_min(0))
+    grid = (
+        (distance.mean(1, keepdim=True) - distance).clamp_min(0).reshape(len(x), height, width, -1)
+    )
+    return torch.cat(
+        [
+            grid[:, rows, cols].sum((1, 2))
+            for rows in (slice(None, half[0]), slice(half[0], None))
+            for cols in (slice(None, half[1]), slice(half[1], None))
+        ],
+        1,
+    )
 
 
 def _grid(shape: tuple[int, ...], patch: int) -> tuple[int, int]:
@@ -66,7 +95,13 @@ class PatchFeatures:
     column_std: np.ndarray
 
     @classmethod
-    def fit(
+    def fit(cls, public: np.ndarray, **settings) -> PatchFeatures:
+        """Fitted on the ``public`` images (N, C, H, W) alone (``settings``: those of
+        :meth:`fit_transform`)."""
+        return cls.fit_transform(public, **settings)[0]
+
+    @classmethod
+    def fit_transform(
         cls,
         public: np.ndarray,
         *,
@@ -74,9 +109,10 @@ class PatchFeatures:
         centroids: int = CENTROIDS,
         samples: int = PATCH_SAMPLES,
         seed: int = PATCH_SEED,
-    ) -> PatchFeatures:
-        """Fitted on the ``public`` images (N, C, H, W) alone (at most ``samples`` patches, and
-        no more than the images have positions); deterministic for a seed."""
+    ) -> tuple[PatchFeatures, np.ndarray]:
+        """(the map fitted on the ``public`` images (N, C, H, W) alone, their :meth:`transform`):
+        at most ``samples`` patches, no more than the images have positions; deterministic for
+        a seed. The public activations are computed once, for their statistics and the rows."""
         from sklearn.cluster import MiniBatchKMeans
 
         images = np.asarray(public, dtype=np.float64)
@@ -111,9 +147,10 @@ class PatchFeatures:
             column_std=np.ones(4 * k),
         )
         raw = out.activations(images)
-        return dataclasses.replace(
+        out = dataclasses.replace(
             out, column_mean=raw.mean(axis=0), column_std=raw.std(axis=0) + 1e-6
         )
+        return out, (raw - out.column_mean) / out.column_std
 
     @property
     def width(self) -> int:
@@ -121,35 +158,19 @@ class PatchFeatures:
         return 4 * self.centres.shape[0]
 
     def activations(self, images: np.ndarray) -> np.ndarray:
-        """float64 (N, 4 K): the quadrant sums of the triangle activations, unstandardised."""
-        from numpy.lib.stride_tricks import sliding_window_view
+        """float64 (N, 4 K): the quadrant sums of the triangle activations, unstandardised
+        (:func:`triangle_activations`, a block of images at a time)."""
+        import torch
 
         x = np.asarray(images, dtype=np.float64)
-        side = _grid(x.shape[1:], self.patch)
-        half = side[0] // 2, side[1] // 2
-        squared = np.sum(self.centres**2, axis=1)
+        _grid(x.shape[1:], self.patch)
+        centres, mean, zca = (torch.from_numpy(a) for a in (self.centres, self.mean, self.zca))
         out = np.empty((len(x), self.width))
         for start in range(0, len(x), PATCH_ROWS):
-            block = x[start : start + PATCH_ROWS]
-            windows = sliding_window_view(block, (self.patch, self.patch), axis=(2, 3))
-            # (n, C, h, w, P, P) -> (n, h, w, C, P, P): a patch is flattened channel-major
-            flat = windows.transpose(0, 2, 3, 1, 4, 5).reshape(-1, self.centres.shape[1])
-            z = (_normalised(flat) - self.mean) @ self.zca
-            distance = np.sqrt(
-                np.maximum(
-                    np.sum(z * z, axis=1, keepdims=True) - 2 * z @ self.centres.T + squared, 0
-                )
-            )
-            active = np.maximum(distance.mean(axis=1, keepdims=True) - distance, 0)
-            grid = active.reshape(len(block), side[0], side[1], -1)
-            out[start : start + len(block)] = np.concatenate(
-                [
-                    grid[:, rows, cols].sum(axis=(1, 2))
-                    for rows in (slice(None, half[0]), slice(half[0], None))
-                    for cols in (slice(None, half[1]), slice(half[1], None))
-                ],
-                axis=1,
-            )
+            block = torch.from_numpy(x[start : start + PATCH_ROWS])
+            out[start : start + len(block)] = triangle_activations(
+                block, centres=centres, mean=mean, zca=zca, patch=self.patch
+            ).numpy()
         return out
 
     def transform(self, images: np.ndarray) -> np.ndarray:

@@ -283,8 +283,8 @@ class PublicFrontEnd:
             return out, stack_blocks(blocks, (len(front), dims))
         if features == "scatternet+patches":
             raw = scatter_features(front, cache=cache)
-            standardizer, patches = Standardizer.fit(raw), PatchFeatures.fit(front)
-            patch_rows = patches.transform(front)  # the public split's (N, 4 K), made once
+            standardizer = Standardizer.fit(raw)
+            patches, patch_rows = PatchFeatures.fit_transform(front)  # public (N, 4 K), once
 
             def rows():
                 return _scatter_and_patches(
